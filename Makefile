@@ -1,0 +1,66 @@
+# MyTorch: `make book` builds the website, `make test` runs everything, `make bench` prints
+# the benchmark tables. Each target creates .venv and installs what it needs on first use.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: book test bench export clean-nbs check-clean nbtest pytest kernels clean
+
+# The book environment: notebook tooling, the site builder, and mytorch itself (editable,
+# with the Cython kernels compiled in place).
+$(BIN)/.book-installed: pyproject.toml setup.py $(wildcard kernels/*.pyx)
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q "numpy>=1.26" "cython==3.3.1" "setuptools==84.2.1" wheel
+	$(BIN)/pip install -q --no-build-isolation -e ".[book]"
+	$(BIN)/python setup.py -q build_ext --inplace
+	touch $@
+
+# The test environment adds pytest, hypothesis, Playwright, build and torch (CPU, pinned:
+# pip takes it from this machine's disk) and Debian's Chromium for the browser tests.
+$(BIN)/.test-installed: $(BIN)/.book-installed
+	$(BIN)/pip install -q -e ".[book,test]" --no-build-isolation
+	command -v chromium >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "Chromium is missing: run 'sudo apt-get install -y chromium' for the browser tests" >&2; exit 1; fi; }
+	touch $@
+
+kernels: $(BIN)/.book-installed
+	$(BIN)/python setup.py -q build_ext --inplace
+
+export: $(BIN)/.book-installed
+	$(BIN)/nbdev-export
+
+book: $(BIN)/.book-installed
+	$(BIN)/python docs/build.py
+
+# CI fails when the committed modules or notebooks are not what export/clean produce.
+check-clean: $(BIN)/.book-installed
+	$(BIN)/nbdev-export
+	$(BIN)/nbdev-clean
+	@changed=$$(git status --porcelain --untracked-files=all -- mytorch nbs); \
+	if [ -n "$$changed" ]; then \
+	  echo "nbdev-export / nbdev-clean changed these files; run them and commit the result:"; \
+	  echo "$$changed"; git --no-pager diff --stat -- mytorch nbs; exit 1; fi
+
+nbtest: $(BIN)/.test-installed
+	$(BIN)/nbdev-test --flags torch --n-workers 2
+
+pytest: $(BIN)/.test-installed
+	$(BIN)/python -m pytest
+
+test: $(BIN)/.test-installed
+	$(MAKE) check-clean
+	$(MAKE) nbtest
+	$(MAKE) book
+	@if [ -n "$$(git status --porcelain -- README.md)" ]; then \
+	  echo "README.md is out of step with nbs/index.ipynb: run 'make book' and commit README.md"; exit 1; fi
+	$(MAKE) pytest
+
+bench: $(BIN)/.test-installed
+	$(BIN)/python benchmarks/kernels.py
+
+clean:
+	rm -rf _proc _docs _site build dist *.egg-info mytorch/*.so kernels/*.c
