@@ -5,10 +5,10 @@
 # %% auto #0
 __all__ = ['GradcheckError', 'gradcheck']
 
-# %% ../nbs/02_gradcheck.ipynb #fd755e5a
+# %% ../nbs/02_gradcheck.ipynb #fb79c484
 import math
 
-# %% ../nbs/02_gradcheck.ipynb #8d8d51b6
+# %% ../nbs/02_gradcheck.ipynb #9b972234
 _EPSILON = {'float16': 2.0**-10, 'bfloat16': 2.0**-7, 'float32': 2.0**-23, 'float64': 2.0**-52}
 
 def _dtype_name(x) -> str|None:
@@ -28,7 +28,7 @@ def _refuse_low_precision(i:int, x):
         f"(eps = {eps:.1e}) against {eps64**(2/3):.0e} for float64. That is as large as the tolerance, so the "
         f"verdict would be noise. Convert the inputs first, e.g. x.double() or dtype=float64.")
 
-# %% ../nbs/02_gradcheck.ipynb #138f795f
+# %% ../nbs/02_gradcheck.ipynb #be2d2b89
 class _ValueInput:
     "One Value seen as a sequence of one number."
     def __init__(self, v): self.v, self.size, self.requires_grad = v, 1, True
@@ -47,7 +47,7 @@ class _TensorInput:
     def clear_grad(self): self.t.grad = None
     def grad(self, k): return 0.0 if self.t.grad is None else float(self.t.grad.detach().numpy().flat[k])
 
-def _is_tensor(x): return all(hasattr(x, a) for a in ('detach', 'requires_grad', 'backward', 'reshape'))
+def _is_tensor(x): return all(hasattr(x, a) for a in ('detach', 'requires_grad', 'backward', 'new_tensor'))
 
 def _adapt(i, x):
     "The adapter for input `i`, or a TypeError naming what was passed."
@@ -57,7 +57,7 @@ def _adapt(i, x):
     raise TypeError(f"gradcheck takes Values or tensors that record a graph; input {i} is "
                     f"{type(x).__name__}. Wrap numbers as Value(x), or arrays as tensor(x, requires_grad=True).")
 
-# %% ../nbs/02_gradcheck.ipynb #61fe7cf4
+# %% ../nbs/02_gradcheck.ipynb #7881158d
 def _output_numbers(out) -> list:
     "The numbers of a Value or tensor output, flattened."
     if _is_tensor(out): return [float(v) for v in out.detach().numpy().reshape(-1)]
@@ -66,9 +66,13 @@ def _output_numbers(out) -> list:
 
 def _backward_from(out, j:int):
     "Backpropagate from output number `j` alone (one row of the Jacobian)."
-    (out.reshape(-1)[j] if _is_tensor(out) else out).backward()
+    if not _is_tensor(out): return out.backward()
+    onehot = out.detach().numpy().copy()
+    onehot[...] = 0
+    onehot.flat[j] = 1
+    out.backward(out.new_tensor(onehot))
 
-# %% ../nbs/02_gradcheck.ipynb #45a100d6
+# %% ../nbs/02_gradcheck.ipynb #321bf63d
 class GradcheckError(RuntimeError):
     "backward's derivative disagrees with the central difference."
 
@@ -104,7 +108,7 @@ def _analytical_jacobian(f, inputs, adapters, n_out):
     for a in adapters: a.clear_grad()
     return J
 
-# %% ../nbs/02_gradcheck.ipynb #95244d1e
+# %% ../nbs/02_gradcheck.ipynb #c34a67ea
 def gradcheck(f, # function of the inputs returning a Value or a tensor
               inputs, # a Value/tensor or a sequence of them; tensors must be float64
               eps:float=1e-6, # central-difference step h
