@@ -61,6 +61,8 @@ test: $(BIN)/.test-installed
 
 bench: $(BIN)/.test-installed
 	$(BIN)/python benchmarks/kernels.py
+	$(BIN)/python benchmarks/overhead.py
+	$(BIN)/python benchmarks/scalar_vs_tensor.py
 
 clean:
 	rm -rf _proc _docs _site build dist *.egg-info mytorch/*.so kernels/*.c

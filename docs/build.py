@@ -175,7 +175,12 @@ def write_readme(proc):
     Links to notebooks point into nbs/, where GitHub shows them."""
     from nbconvert import MarkdownExporter
     from nbconvert.preprocessors import TagRemovePreprocessor
-    to_nbs = lambda md: re.sub(r"\]\((?![\w+.-]+:|[#/])([^)\s]+\.ipynb(?:#[^)\s]*)?)\)", r"](nbs/\1)", md)
+    from nbdev.config import get_config
+    doc_url = re.escape((get_config().get("doc_url") or "").rstrip("/") or "\0")
+    def to_nbs(md):
+        md = re.sub(r"\]\((?![\w+.-]+:|[#/])([^)\s]+\.ipynb(?:#[^)\s]*)?)\)", r"](nbs/\1)", md)
+        # nbdev links names to the hosted docs; the README shows them as plain code instead
+        return re.sub(r"\[(`[^`]+`)\]\(" + doc_url + r"[^)\s]*\)", r"\1", md)
     nb = stage_notebook(nbformat.read(proc / "index.ipynb", as_version=4), "index", to_nbs)
     keep = ("text/markdown", "text/plain", "text/latex")
     for cell in nb.cells:

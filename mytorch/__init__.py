@@ -15,9 +15,16 @@ from .gradient_check import gradcheck, GradcheckError
 # The modules of Part II in book order: each defines public names and adds methods to Tensor.
 _TENSOR_MODULES = (
     "mytorch.engine",
+    "mytorch.creation",
+    "mytorch.elementwise",
+    "mytorch.reductions",
+    "mytorch.shape",
+    "mytorch.indexing",
+    "mytorch.linalg",
 )
 # Submodules reachable as attributes (`mytorch.kernels`) without an explicit import.
-_SUBMODULES = {"kernels", "engine", "scalar", "scalar_nn", "gradient_check"}
+_SUBMODULES = {"kernels", "engine", "scalar", "scalar_nn", "gradient_check", "creation", "elementwise", "reductions",
+               "shape", "indexing", "linalg", "autograd"}
 
 
 def _load_tensor_modules():

@@ -10,12 +10,12 @@ __all__ = ['float16', 'float32', 'float64', 'int8', 'int16', 'int32', 'int64', '
            'Tensor', 'tensor', 'Node', 'Function', 'view_of', 'Expand', 'SumTo', 'BroadcastError',
            'set_broadcast_policy', 'get_broadcast_policy', 'Add', 'Mul', 'run_backward', 'grad', 'gradgradcheck']
 
-# %% ../nbs/10_tensor.ipynb #3f93fd8f
+# %% ../nbs/10_tensor.ipynb #d168868f
 import os
 import sys
 import numpy as np
 
-# %% ../nbs/10_tensor.ipynb #2d114ef8
+# %% ../nbs/10_tensor.ipynb #36cc9baf
 class _GradMode:
     __slots__ = ('enabled',)
     def __init__(self): self.enabled = True
@@ -50,7 +50,7 @@ class enable_grad(set_grad_enabled):
     "Context manager and decorator: ops inside record a graph, even within `no_grad`."
     def __init__(self): super().__init__(True)
 
-# %% ../nbs/10_tensor.ipynb #385978bf
+# %% ../nbs/10_tensor.ipynb #3f8f0c10
 _LIB_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep if '__file__' in globals() else '\0'
 _getframe = sys._getframe
 
@@ -66,13 +66,13 @@ def _format_origin(origin) -> str:
     code, line = origin
     return f"{os.path.basename(code.co_filename)}:{line} in {code.co_name}"
 
-# %% ../nbs/10_tensor.ipynb #f9fe7348
+# %% ../nbs/10_tensor.ipynb #ab7d7eb4
 class _Version:
     "A mutable counter shared by a tensor and its views."
     __slots__ = ('value',)
     def __init__(self): self.value = 0
 
-# %% ../nbs/10_tensor.ipynb #469dcf04
+# %% ../nbs/10_tensor.ipynb #6951dcd4
 float16, float32, float64 = np.dtype('float16'), np.dtype('float32'), np.dtype('float64')
 int8, int16, int32, int64, uint8 = (np.dtype(n) for n in ('int8', 'int16', 'int32', 'int64', 'uint8'))
 bool_ = np.dtype('bool')
@@ -96,7 +96,7 @@ def set_default_dtype(d):
     if d.kind != 'f': raise TypeError(f"the default dtype must be a floating-point dtype, got {d}.")
     _default.dtype = d
 
-# %% ../nbs/10_tensor.ipynb #25c4feac
+# %% ../nbs/10_tensor.ipynb #f59bb48f
 class Tensor:
     "An n-dimensional array that can record the operations made on it, for backward."
     __slots__ = ('_data', 'requires_grad', 'grad', 'grad_fn', '_output_nr', '_version', '_origin',
@@ -193,7 +193,7 @@ class Tensor:
         self._retains_grad = True
         self.grad_fn._retained[self._output_nr] = self
 
-# %% ../nbs/10_tensor.ipynb #699c9ab7
+# %% ../nbs/10_tensor.ipynb #2384cf29
 def _format_array(a:np.ndarray) -> str:
     if a.dtype.kind == 'f':
         body = np.array2string(a, separator=', ', precision=4, suppress_small=False,
@@ -212,7 +212,7 @@ def _tensor_repr(self):
 
 Tensor.__repr__ = _tensor_repr
 
-# %% ../nbs/10_tensor.ipynb #2a2f664a
+# %% ../nbs/10_tensor.ipynb #add7ea5d
 def _infer_dtype(data):
     "PyTorch's rule for the dtype of `tensor(data)` when none is given."
     if isinstance(data, np.ndarray) or isinstance(data, np.generic): return data.dtype
@@ -237,7 +237,7 @@ def tensor(data, # a number, a nested list of numbers, a NumPy array or a Tensor
                         "Nested lists must be rectangular (every row the same length).") from None
     return Tensor(arr, requires_grad=requires_grad, _origin=_user_origin())
 
-# %% ../nbs/10_tensor.ipynb #b6fa056e
+# %% ../nbs/10_tensor.ipynb #c21e70d7
 class Node:
     "The record of one op in the graph: PyTorch's `ctx`, and the `grad_fn` of the op's outputs."
     __slots__ = ('fn', 'edges', 'needs_input_grad', '_saved', '_versions', '_released', 'n_outputs',
@@ -295,7 +295,7 @@ class Node:
         self._saved = self._versions = None
         self._released = True
 
-# %% ../nbs/10_tensor.ipynb #f1f98d8c
+# %% ../nbs/10_tensor.ipynb #d18e8ab0
 def _edge(t):
     "Where the gradient for input `t` goes: (node, output_nr), (leaf, 0), or None."
     if not isinstance(t, Tensor) or not t.requires_grad: return None
@@ -348,7 +348,7 @@ def view_of(base:Tensor, arr:np.ndarray) -> Tensor:
     out._version = base._version
     return out
 
-# %% ../nbs/10_tensor.ipynb #9f93ed19
+# %% ../nbs/10_tensor.ipynb #6cf62a3a
 def _sum_axes(shape:tuple, target:tuple) -> tuple:
     "The axes of `shape` to sum over to get `target` (the adjoint of broadcasting `target` to `shape`)."
     lead = len(shape) - len(target)
@@ -373,7 +373,7 @@ class SumTo(Function):
     @staticmethod
     def backward(ctx, g): return Expand.apply(g, ctx.in_shape), None
 
-# %% ../nbs/10_tensor.ipynb #122e6a89
+# %% ../nbs/10_tensor.ipynb #b4773373
 class BroadcastError(ValueError):
     "Operand shapes cannot broadcast, or (under the strict policy) would broadcast ambiguously."
 
@@ -421,19 +421,21 @@ def _broadcast_check(a:Tensor, b:Tensor, verb:str):
         + " or ".join(map(str, options)) + " to say which axes it runs along.\n"
         f"  Or opt into NumPy's rules: mytorch.set_broadcast_policy(\"numpy\").")
 
-# %% ../nbs/10_tensor.ipynb #6e2e6cce
+# %% ../nbs/10_tensor.ipynb #a3eb5fd8
 def _operands(a, b, verb:str):
     "Both operands as Tensors, checked for broadcasting; None if `b` is not a Tensor or a number."
     if not isinstance(b, Tensor):
         if isinstance(b, (bool, np.bool_)) or not isinstance(b, (int, float, np.number)): return None
         dt = a._data.dtype
-        if dt.kind in 'iub' and isinstance(b, (float, np.floating)): dt = _default.dtype
+        if dt.kind in 'iub' and isinstance(b, (float, np.floating)):
+            dt = _default.dtype   # as in PyTorch: int tensor + float number -> default float dtype
+            a = Tensor(a._data.astype(dt), _origin=a._origin)   # integer tensors never require grad
         b = Tensor(np.asarray(b, dtype=dt), _origin=a._origin)
     elif a._data.shape != b._data.shape:
         _broadcast_check(a, b, verb)
     return a, b
 
-# %% ../nbs/10_tensor.ipynb #460e62db
+# %% ../nbs/10_tensor.ipynb #7437cad9
 class Add(Function):
     "a + b: da = g, db = g"
     @staticmethod
@@ -450,8 +452,9 @@ class Mul(Function):
     @staticmethod
     def backward(ctx, g):
         a, b = ctx.saved_tensors
-        return (g * b if ctx.needs_input_grad[0] else None,
-                g * a if ctx.needs_input_grad[1] else None)
+        # Mul.apply, not `*`: the operands passed the broadcast check in forward already
+        return (Mul.apply(g, b) if ctx.needs_input_grad[0] else None,
+                Mul.apply(g, a) if ctx.needs_input_grad[1] else None)
 
 def _binary(fn, verb, reflected=False):
     "A Tensor method applying `fn` to (self, other), or to (other, self) for the reflected form."
@@ -482,7 +485,7 @@ def _sum_to(self, *shape) -> Tensor:
 
 Tensor.expand, Tensor.sum_to_size = _expand, _sum_to
 
-# %% ../nbs/10_tensor.ipynb #db9fa0aa
+# %% ../nbs/10_tensor.ipynb #0331a29b
 def _topological_nodes(roots) -> list:
     "Nodes reachable from `roots`, each before every node that consumes its outputs... reversed: inputs first."
     order, seen = [], set()
@@ -585,7 +588,7 @@ def _deliver(leaf, g, create_graph):
     elif create_graph: leaf.grad = leaf.grad + g
     else: leaf.grad = Tensor(leaf.grad._data + g._data, _origin=leaf._origin)
 
-# %% ../nbs/10_tensor.ipynb #db398ae0
+# %% ../nbs/10_tensor.ipynb #f3a25d52
 def _backward(self,
               gradient:Tensor=None, # d(loss)/d(self); may be omitted for a one-element tensor
               retain_graph:bool=None, # keep the graph for another backward (default: create_graph)
@@ -610,7 +613,7 @@ def _backward(self,
 
 Tensor.backward = _backward
 
-# %% ../nbs/10_tensor.ipynb #6f55d06b
+# %% ../nbs/10_tensor.ipynb #6682c16d
 def grad(outputs, # a tensor or a sequence of tensors to differentiate
          inputs, # the tensors to differentiate with respect to
          grad_outputs=None, # d(loss)/d(output) for each output; ones for one-element outputs if None
@@ -644,7 +647,7 @@ def grad(outputs, # a tensor or a sequence of tensors to differentiate
                                "outputs. Pass allow_unused=True to get None for it.")
     return tuple(res)
 
-# %% ../nbs/10_tensor.ipynb #e5a57b4c
+# %% ../nbs/10_tensor.ipynb #53664b18
 def gradgradcheck(f, # function of the inputs returning one tensor
                   inputs, # float64 tensors; those with requires_grad are checked
                   seed:int=0, # seeds the fixed direction v
