@@ -24,7 +24,7 @@ _TENSOR_MODULES = (
 )
 # Submodules reachable as attributes (`mytorch.kernels`) without an explicit import.
 _SUBMODULES = {"kernels", "engine", "scalar", "scalar_nn", "gradient_check", "creation", "elementwise", "reductions",
-               "shape", "indexing", "linalg", "autograd"}
+               "shape", "indexing", "linalg", "autograd", "utils", "datasets", "nn", "optim"}
 
 
 def _load_tensor_modules():

@@ -12,15 +12,15 @@ __all__ = ['cuda', 'default_generator', 'Variable', 'FloatTensor', 'DoubleTensor
            'randn', 'randint', 'randperm', 'zeros_like', 'ones_like', 'empty_like', 'full_like', 'rand_like',
            'randn_like', 'ToCopy', 'Clone', 'clone', 'Fill']
 
-# %% ../nbs/11_creation.ipynb #164764c8
+# %% ../nbs/11_creation.ipynb #0db9bcb8
 import os
 import operator
 import warnings
 import numpy as np
 from .engine import *
-from .engine import _user_origin, _grad_mode, _default, _edge
+from .engine import _user_origin, _grad_mode, _default, _edge, _forward_ad, _push_tangents
 
-# %% ../nbs/11_creation.ipynb #9cd3d69f
+# %% ../nbs/11_creation.ipynb #fbedc318
 def _size(size:tuple, fn:str) -> tuple:
     "The shape given to `fn` as varargs `(2, 3)` or as one sequence `((2, 3),)`, checked."
     if len(size) == 1 and isinstance(size[0], (tuple, list)): size = size[0]
@@ -47,7 +47,7 @@ def _dtype(dtype, fn:str) -> np.dtype:
         raise TypeError(f"{fn}(): {dtype!r} is not a dtype MyTorch supports; use {_SUPPORTED}.")
     return d
 
-# %% ../nbs/11_creation.ipynb #0ea50944
+# %% ../nbs/11_creation.ipynb #a8df2215
 _DEVICE_TYPES = ('cpu', 'cuda', 'mps', 'xpu', 'meta', 'hip', 'xla', 'hpu', 'mtia', 'ipu', 'privateuseone')
 
 class device:
@@ -93,7 +93,7 @@ def _check_device(d, api:str):
                            "Use device='cpu' (or leave it out); code that picks its device with "
                            "`'cuda' if mytorch.cuda.is_available() else 'cpu'` gets the CPU automatically.")
 
-# %% ../nbs/11_creation.ipynb #e8950604
+# %% ../nbs/11_creation.ipynb #01e29c2f
 def _tensor_device(self) -> device:
     "The device this tensor lives on: always device('cpu') in MyTorch."
     return _CPU
@@ -113,7 +113,7 @@ def _cuda(self, device=None, non_blocking:bool=False):
 
 Tensor.cpu, Tensor.cuda = _cpu, _cuda
 
-# %% ../nbs/11_creation.ipynb #ab885593
+# %% ../nbs/11_creation.ipynb #ce07eabd
 class _Cuda:
     "`mytorch.cuda`: what PyTorch code asks about GPUs, answered for a CPU-only library."
     def is_available(self) -> bool:
@@ -143,7 +143,7 @@ def get_default_device() -> device:
     "The device creators use when none is given: device('cpu')."
     return _CPU
 
-# %% ../nbs/11_creation.ipynb #9d14aa24
+# %% ../nbs/11_creation.ipynb #d245a9b4
 def _filled(np_fn, size, dtype, device, requires_grad, fn):
     "A new leaf made by `np_fn(shape, dtype)`: the common body of zeros/ones/empty."
     if device is not None: _check_device(device, fn)
@@ -165,7 +165,7 @@ def empty(*size, dtype=None, device=None, requires_grad:bool=False) -> Tensor:
     "An uninitialised tensor of the given size: its contents are arbitrary until written."
     return _filled(np.empty, size, dtype, device, requires_grad, 'empty')
 
-# %% ../nbs/11_creation.ipynb #f7e9e936
+# %% ../nbs/11_creation.ipynb #f02507d5
 def _scalar_dtype(value, fn:str) -> np.dtype:
     "PyTorch's dtype for a tensor filled with the Python number `value`: bool, int64, or the default float."
     if isinstance(value, (bool, np.bool_)): return bool_
@@ -187,7 +187,7 @@ def full(size, # a tuple of ints (or one int)
     dt = _scalar_dtype(fill_value, 'full') if dtype is None else _dtype(dtype, 'full')
     return Tensor(np.full(_size((size,), 'full'), fill_value, dtype=dt), requires_grad=requires_grad)
 
-# %% ../nbs/11_creation.ipynb #a6c6a895
+# %% ../nbs/11_creation.ipynb #54bde068
 def _real(value, fn:str):
     "A bound of a range as a Python/NumPy number (one-element tensors read as numbers)."
     value = _number(value)
@@ -218,7 +218,7 @@ def arange(start=0, # first value (or, alone, the end: arange(5) is 0..4)
     else: arr = (start + np.arange(n, dtype=float64) * step).astype(dt, copy=False)
     return Tensor(arr, requires_grad=requires_grad)
 
-# %% ../nbs/11_creation.ipynb #da1ff949
+# %% ../nbs/11_creation.ipynb #0d23ff6e
 def linspace(start, # first value
              end, # last value (included)
              steps:int, # number of points
@@ -249,7 +249,7 @@ def eye(n:int, # rows
     return Tensor(np.eye(n, m, dtype=_default.dtype if dtype is None else _dtype(dtype, 'eye')),
                   requires_grad=requires_grad)
 
-# %% ../nbs/11_creation.ipynb #118a32b8
+# %% ../nbs/11_creation.ipynb #46ff4201
 def from_numpy(ndarray:np.ndarray) -> Tensor:
     "A tensor sharing memory with the NumPy array `ndarray`: writes to either show in both."
     if not isinstance(ndarray, np.ndarray):
@@ -270,7 +270,7 @@ def as_tensor(data, # a Tensor, a NumPy array, a number or a nested list
     if isinstance(data, np.ndarray) and (dt is None or dt == data.dtype): return from_numpy(data)
     return tensor(data, dtype=dt)
 
-# %% ../nbs/11_creation.ipynb #b5d7a7d3
+# %% ../nbs/11_creation.ipynb #92cec6ae
 _INITIAL_SEED = 67280421310721   # what PyTorch's Generator() starts from
 
 def _check_seed(seed) -> int:
@@ -365,7 +365,7 @@ def _rng(generator) -> np.random.Generator:
                         "Make one with mytorch.Generator().manual_seed(seed).")
     return generator._rng
 
-# %% ../nbs/11_creation.ipynb #bf32f023
+# %% ../nbs/11_creation.ipynb #7eb92bd9
 def _random_dtype(dtype, fn:str) -> np.dtype:
     "The floating dtype `fn` will fill (the default when None); integer dtypes are refused."
     dt = _default.dtype if dtype is None else _dtype(dtype, fn)
@@ -416,7 +416,7 @@ def randperm(n:int, generator:Generator=None, dtype=int64, device=None, requires
     return Tensor(_rng(generator).permutation(n).astype(_dtype(dtype, 'randperm'), copy=False),
                   requires_grad=requires_grad)
 
-# %% ../nbs/11_creation.ipynb #40b7c19f
+# %% ../nbs/11_creation.ipynb #3e135b55
 def _check_input(input, fn:str):
     "Refuse a `*_like` argument that is not a Tensor."
     if not isinstance(input, Tensor):
@@ -474,17 +474,19 @@ def _new_full(self, size, fill_value, dtype=None, device=None, requires_grad:boo
 
 Tensor.new_zeros, Tensor.new_ones, Tensor.new_empty, Tensor.new_full = _new_zeros, _new_ones, _new_empty, _new_full
 
-# %% ../nbs/11_creation.ipynb #396d1cfb
+# %% ../nbs/11_creation.ipynb #86a91422
 class ToCopy(Function):
     "x.to(dtype): dx = g.to(x.dtype)"
     @staticmethod
     def forward(ctx, x, dtype):
-        ctx.in_dtype = x._data.dtype
+        ctx.in_dtype, ctx.dtype = x._data.dtype, dtype
         return x._data.astype(dtype)
     @staticmethod
     def backward(ctx, g): return ToCopy.apply(g, ctx.in_dtype), None
+    @staticmethod
+    def jvp(ctx, t, _): return ToCopy.apply(t, ctx.dtype) if np.dtype(ctx.dtype).kind == 'f' else None
 
-# %% ../nbs/11_creation.ipynb #3bdccdce
+# %% ../nbs/11_creation.ipynb #a624dc2f
 def _to(self, *args, dtype=None, device=None, non_blocking:bool=False, copy:bool=False) -> Tensor:
     "This tensor with another dtype: to(dtype), to(device), to(device, dtype), to(other); itself if nothing changes."
     for a in args:
@@ -519,13 +521,15 @@ for _name, _dt in (('float', float32), ('double', float64), ('half', float16), (
                    ('bool', bool_)):
     setattr(Tensor, _name, _cast_method(_dt, _name))
 
-# %% ../nbs/11_creation.ipynb #0795e52d
+# %% ../nbs/11_creation.ipynb #33148f39
 class Clone(Function):
     "clone(x): dx = g"
     @staticmethod
     def forward(ctx, x, order): return x._data.copy(order=order)
     @staticmethod
     def backward(ctx, g): return g, None
+    @staticmethod
+    def jvp(ctx, t, _): return Clone.apply(t, 'K')
 
 def clone(input:Tensor) -> Tensor:
     "A copy of `input` in new memory, in the graph (its gradient passes straight through)."
@@ -541,7 +545,7 @@ def _is_contiguous(self) -> bool:
 
 Tensor.clone, Tensor.contiguous, Tensor.is_contiguous = clone, _contiguous, _is_contiguous
 
-# %% ../nbs/11_creation.ipynb #6604e9ad
+# %% ../nbs/11_creation.ipynb #eab23d55
 def _one_number(self, what:str):
     "The single number in this tensor, or PyTorch's error for converting a larger one to `what`."
     if self._data.size != 1:
@@ -575,12 +579,18 @@ def _format(self, spec:str) -> str:
 
 Tensor.__float__, Tensor.__int__, Tensor.__bool__, Tensor.__index__, Tensor.__format__ = _float, _int, _bool, _index, _format
 
-# %% ../nbs/11_creation.ipynb #ac0bd781
+# %% ../nbs/11_creation.ipynb #8c50ee59
 class Fill(Function):
     "x.fill_(v), and x.zero_(), x.uniform_(), x.normal_() (no v): dx = 0, dv = g (summed to v's shape)"
     @staticmethod
     def backward(ctx, g):
         return (zeros_like(g) if ctx.needs_input_grad[0] else None, g if ctx.needs_input_grad[1] else None)
+    @staticmethod
+    def jvp(ctx, tx, tv):
+        if tx is None: return None                     # an integer tensor carries no tangent
+        if tv is None: return zeros_like(tx)           # a number (or no value): a constant
+        tv = SumTo.apply(tv, ())                       # the one element, as a 0-d tensor the engine expands
+        return tv if tv._data.dtype == tx._data.dtype else ToCopy.apply(tv, tx._data.dtype)
 
 def _check_overwrite(self, op:str):
     "Refuse an in-place overwrite of `self` that autograd or the memory layout cannot allow."
@@ -613,6 +623,7 @@ def _overwrite(self, values, op:str, value=None) -> Tensor:
     self._data[...] = values
     self._version.value += 1
     if _grad_mode.enabled: _record_overwrite(self, value)
+    if _forward_ad.level: _push_tangents(Fill, None, (self, value), (self,))   # self's old tangent, value's -> self's new one
     return self
 
 def _floating(self, op:str):
@@ -654,7 +665,7 @@ def _normal_(self, mean:float=0.0, std:float=1.0, generator:Generator=None) -> T
 
 Tensor.zero_, Tensor.fill_, Tensor.uniform_, Tensor.normal_ = _zero_, _fill_, _uniform_, _normal_
 
-# %% ../nbs/11_creation.ipynb #5c4797f3
+# %% ../nbs/11_creation.ipynb #c8a0ffb9
 def _element_size(self) -> int:
     "Bytes per element: 4 for float32, 8 for float64 and int64, 1 for bool."
     return self._data.itemsize
@@ -666,7 +677,7 @@ def _is_floating_point(self) -> bool:
 Tensor.element_size, Tensor.is_floating_point = _element_size, _is_floating_point
 Tensor.nbytes = property(lambda self: self._data.size * self._data.itemsize, doc="Bytes of all elements: numel() * element_size().")
 
-# %% ../nbs/11_creation.ipynb #30a93127
+# %% ../nbs/11_creation.ipynb #d2458ffa
 class _VariableType:
     "`Variable(tensor, requires_grad=False)`: PyTorch's legacy wrapper, which today returns a plain tensor."
     def __call__(self, data:Tensor, requires_grad:bool=False, volatile:bool=False) -> Tensor:

@@ -12,14 +12,15 @@ __all__ = ['clip', 'get_math_policy', 'set_math_policy', 'Neg', 'Sub', 'Div', 'a
            'sigmoid', 'Abs', 'Sign', 'Relu', 'Clamp', 'Maximum', 'Minimum', 'abs', 'sign', 'relu', 'clamp', 'maximum',
            'minimum']
 
-# %% ../nbs/12_elementwise.ipynb #9a0f8e2e
+# %% ../nbs/12_elementwise.ipynb #76aeadac
 import builtins
 import numpy as np
 from .engine import *
 from .engine import _operands, _binary, _broadcast_check, _grad_mode, _default, _format_origin
+from .engine import _forward_ad, _register_dual
 from .scalar import DomainError
 
-# %% ../nbs/12_elementwise.ipynb #5824a919
+# %% ../nbs/12_elementwise.ipynb #c40341b4
 class _MathPolicy:
     __slots__ = ('strict',)
     def __init__(self): self.strict = True
@@ -39,7 +40,7 @@ class set_math_policy:
     def __enter__(self): return self
     def __exit__(self, *exc): _math.strict = self.prev
 
-# %% ../nbs/12_elementwise.ipynb #06124c97
+# %% ../nbs/12_elementwise.ipynb #287a3b00
 def _min(d:np.ndarray):
     "The smallest non-nan value of a float array (inf if empty): one pass, no allocation."
     return np.fmin.reduce(d, axis=None, initial=np.inf)
@@ -62,24 +63,27 @@ def _positions(bad:np.ndarray, values:np.ndarray, limit:int=3) -> str:
              for i in np.argwhere(bad)[:limit]]
     return ', '.join(parts) + (', ...' if np.count_nonzero(bad) > limit else '')
 
+_JVP = 'forward-mode derivative (jvp)'   # the phase named by errors raised in jvp rules
+
 def _domain_error(op:str, # the op, as the reader called it
                   x:Tensor, # the tensor holding the offending values
                   bad:np.ndarray, # where they are (x's shape, or the broadcast shape)
                   values:np.ndarray, # the values to quote (broadcastable to bad)
                   rule:str, # what the op needs, e.g. 'the logarithm is defined for x > 0'
                   fix:str, # what to do instead
-                  node=None, # the graph node, for errors raised in backward
+                  node=None, # the graph node, for errors raised in backward (or in a jvp rule)
+                  phase:str='backward pass', # where it was raised: 'backward pass', or _JVP in a jvp rule
                  ) -> DomainError:
     "The error for undefined math: op, rule, offending values and positions, provenance, fix."
     n = int(np.count_nonzero(bad))
-    context = f"In the backward pass of the {op} called at {_format_origin(node._origin)}. " if node else ''
+    context = f"In the {phase} of the {op} called at {_format_origin(node._origin)}. " if node else ''
     return DomainError(
         f"{op}: {rule}, but {n} of {bad.size} value(s) are not: {_positions(bad, values)}.\n"
         f"  {context}The tensor (shape {x.shape}, {x.dtype}) was made at {x.origin}.\n"
         f"  Fix: {fix}\n"
         f"  Or accept nan/inf as PyTorch does: mytorch.set_math_policy('nan').")
 
-# %% ../nbs/12_elementwise.ipynb #7977a39f
+# %% ../nbs/12_elementwise.ipynb #e324f9ae
 def _float_data(x:Tensor) -> np.ndarray:
     "x's array, converted to the default float dtype if it holds integers or bools."
     d = x._data
@@ -96,7 +100,7 @@ def _pair(input, other, verb:str):
                         f"must be a Tensor and the second a Tensor or a number.")
     return ops
 
-# %% ../nbs/12_elementwise.ipynb #b8a49ba6
+# %% ../nbs/12_elementwise.ipynb #8ee745b3
 class Neg(Function):
     "-x: dx = -g"
     @staticmethod
@@ -107,6 +111,8 @@ class Neg(Function):
         return np.negative(x._data)
     @staticmethod
     def backward(ctx, g): return Neg.apply(g)
+    @staticmethod
+    def jvp(ctx, t): return Neg.apply(t)
 
 class Sub(Function):
     "a - b: da = g, db = -g"
@@ -118,8 +124,12 @@ class Sub(Function):
         return a._data - b._data
     @staticmethod
     def backward(ctx, g): return g, (Neg.apply(g) if ctx.needs_input_grad[1] else None)
+    @staticmethod
+    def jvp(ctx, ta, tb):   # a tangent is None only for an integer operand
+        if tb is None: return ta
+        return Neg.apply(tb) if ta is None else Sub.apply(ta, tb)
 
-# %% ../nbs/12_elementwise.ipynb #559b1845
+# %% ../nbs/12_elementwise.ipynb #e1102543
 def _true_division_arrays(ad, bd):
     "Integer operands of `/` as floats, as PyTorch converts them: to the other operand's float dtype, or the default."
     fa, fb = ad.dtype.kind in 'fc', bd.dtype.kind in 'fc'
@@ -144,8 +154,14 @@ class Div(Function):
         ga = Div.apply(g, b)
         return (ga if ctx.needs_input_grad[0] else None,
                 Neg.apply(Div.apply(Mul.apply(ga, a), b)) if ctx.needs_input_grad[1] else None)
+    @staticmethod
+    def jvp(ctx, ta, tb):
+        a, b = ctx.saved_tensors
+        if tb is None: return Div.apply(ta, b)
+        tz = Mul.apply(tb, Div.apply(a, b))
+        return Div.apply(Neg.apply(tz) if ta is None else Sub.apply(ta, tz), b)
 
-# %% ../nbs/12_elementwise.ipynb #0062b3eb
+# %% ../nbs/12_elementwise.ipynb #dcc5d8fc
 def add(input:Tensor, other, alpha=1) -> Tensor:
     "input + alpha * other, elementwise"
     if alpha != 1: other = other * alpha
@@ -176,7 +192,7 @@ Tensor.__sub__, Tensor.__rsub__ = _binary(Sub, 'subtract'), _binary(Sub, 'subtra
 Tensor.__truediv__, Tensor.__rtruediv__ = _binary(Div, 'divide'), _binary(Div, 'divide', reflected=True)
 Tensor.__neg__ = neg
 
-# %% ../nbs/12_elementwise.ipynb #b7a88b26
+# %% ../nbs/12_elementwise.ipynb #a68bb4a5
 def _compare(ufunc, input, other, verb:str) -> Tensor:
     a, b = _pair(input, other, verb)
     return Tensor(ufunc(a._data, b._data))
@@ -219,7 +235,7 @@ Tensor.__lt__, Tensor.__le__ = _comparison_method(np.less), _comparison_method(n
 Tensor.__gt__, Tensor.__ge__ = _comparison_method(np.greater), _comparison_method(np.greater_equal)
 Tensor.__hash__ = object.__hash__   # tensors are dict keys and set members by identity
 
-# %% ../nbs/12_elementwise.ipynb #b049651a
+# %% ../nbs/12_elementwise.ipynb #e6852f1c
 def logical_not(input:Tensor) -> Tensor:
     "not input, elementwise, as a bool tensor"
     return Tensor(np.logical_not(input._data))
@@ -262,7 +278,7 @@ Tensor.__and__, Tensor.__rand__ = _comparison_method(np.bitwise_and, 'combine'),
 Tensor.__or__, Tensor.__ror__ = _comparison_method(np.bitwise_or, 'combine'), _comparison_method(np.bitwise_or, 'combine')
 Tensor.__xor__, Tensor.__rxor__ = _comparison_method(np.bitwise_xor, 'combine'), _comparison_method(np.bitwise_xor, 'combine')
 
-# %% ../nbs/12_elementwise.ipynb #dd02720e
+# %% ../nbs/12_elementwise.ipynb #8e28a4dd
 def _mask(g:Tensor, m:np.ndarray) -> Tensor:
     "g times the constant mask m (broadcast to g's shape)"
     return Mul.apply(g, Tensor(m.astype(g._data.dtype, copy=False)))
@@ -278,6 +294,12 @@ class Where(Function):
         c, = ctx.saved_tensors
         return (None, _mask(g, c._data) if ctx.needs_input_grad[1] else None,
                 _mask(g, ~c._data) if ctx.needs_input_grad[2] else None)
+    @staticmethod
+    def jvp(ctx, _, ta, tb):
+        c, = ctx.saved_tensors
+        if ta is None: ta = Tensor(np.zeros((), tb._data.dtype))   # an integer branch: tangent 0
+        if tb is None: tb = Tensor(np.zeros((), ta._data.dtype))
+        return Where.apply(c, ta, tb)
 
 def where(condition:Tensor, input, other) -> Tensor:
     "input where condition is True, other elsewhere (broadcast); either value may be a number"
@@ -299,11 +321,17 @@ def where(condition:Tensor, input, other) -> Tensor:
 Tensor.where = lambda self, condition, other: where(condition, self, other)
 Tensor.where.__doc__ = "self where condition is True, other elsewhere (PyTorch's Tensor.where)"
 
-# %% ../nbs/12_elementwise.ipynb #dad53383
+# %% ../nbs/12_elementwise.ipynb #02ba8826
 def _saved_output(ctx):
     "(x, y) saved by a unary op that returns y = f(x); y recomputed as a graph node when backward is recorded."
     x, y = ctx.saved_tensors
     if _grad_mode.enabled: y = ctx.fn.apply(x)   # create_graph: y must be differentiable in x
+    return x, y
+
+def _jvp_output(ctx):
+    "(x, y) saved by a unary op y = f(x), for its jvp; y recomputed as a graph node if the tangent may be differentiated."
+    x, y = ctx.saved_tensors
+    if _grad_mode.enabled and x.requires_grad: y = ctx.fn.apply(x)
     return x, y
 
 class Exp(Function):
@@ -317,6 +345,10 @@ class Exp(Function):
     def backward(ctx, g):
         x, y = _saved_output(ctx)
         return g * y
+    @staticmethod
+    def jvp(ctx, t):
+        x, y = _jvp_output(ctx)
+        return Mul.apply(t, y)
 
 class Log(Function):
     "log(x): dx = g / x"
@@ -333,6 +365,10 @@ class Log(Function):
     def backward(ctx, g):
         x, = ctx.saved_tensors
         return Div.apply(g, x)
+    @staticmethod
+    def jvp(ctx, t):
+        x, = ctx.saved_tensors
+        return Div.apply(t, x)
 
 class Log1p(Function):
     "log1p(x): dx = g / (1 + x)"
@@ -348,6 +384,10 @@ class Log1p(Function):
     def backward(ctx, g):
         x, = ctx.saved_tensors
         return Div.apply(g, x + 1.0)
+    @staticmethod
+    def jvp(ctx, t):
+        x, = ctx.saved_tensors
+        return Div.apply(t, x + 1.0)
 
 def exp(input:Tensor) -> Tensor:
     "e ** input, elementwise"
@@ -363,7 +403,7 @@ def log1p(input:Tensor) -> Tensor:
 
 Tensor.exp, Tensor.log, Tensor.log1p = exp, log, log1p
 
-# %% ../nbs/12_elementwise.ipynb #0cd833b5
+# %% ../nbs/12_elementwise.ipynb #c96f2000
 def _pow_domain_check(x:Tensor, d:np.ndarray, n):
     "Raise DomainError if x ** n (n a number) is undefined somewhere."
     if n < 0 and _has_zero(d):
@@ -374,6 +414,13 @@ def _pow_domain_check(x:Tensor, d:np.ndarray, n):
         raise _domain_error(f'pow (x ** {n})', x, d < 0, d, f"a negative base to the non-integer power {n} is "
                             "not a real number, so the base must be >= 0", "use x.abs() ** n (times x.sign() "
                             "for an odd root), or an integer exponent.")
+
+def _pow_scalar_slope_check(node, x:Tensor, n, phase:str='backward pass'):
+    "Raise DomainError where the slope n * x ** (n - 1) is infinite: x = 0 with 0 < n < 1."
+    if _math.strict and 0 < n < 1 and _has_zero(x._data):
+        raise _domain_error(f'pow (x ** {n})', x, x._data == 0, x._data, f"its derivative {n} * x ** ({n} - 1) "
+                            "is infinite at x = 0, so x must be nonzero", "keep the base away from 0, "
+                            "e.g. (x + eps) ** n.", node, phase)
 
 class PowScalar(Function):
     "x ** n (n a number): dx = g * n * x ** (n - 1), and 0 where n == 0"
@@ -393,13 +440,17 @@ class PowScalar(Function):
         x, = ctx.saved_tensors
         n = ctx.n
         if n == 0: return Tensor(np.zeros_like(g._data)), None
-        if _math.strict and 0 < n < 1 and _has_zero(x._data):
-            raise _domain_error(f'pow (x ** {n})', x, x._data == 0, x._data, f"its derivative {n} * x ** ({n} - 1) "
-                                "is infinite at x = 0, so x must be nonzero", "keep the base away from 0, "
-                                "e.g. (x + eps) ** n.", ctx)
+        _pow_scalar_slope_check(ctx, x, n)
         return g * (PowScalar.apply(x, n - 1) * n), None
+    @staticmethod
+    def jvp(ctx, t, _):
+        x, = ctx.saved_tensors
+        n = ctx.n
+        if n == 0: return Tensor(np.zeros_like(t._data))
+        _pow_scalar_slope_check(ctx, x, n, _JVP)
+        return Mul.apply(t, PowScalar.apply(x, n - 1) * n)
 
-# %% ../nbs/12_elementwise.ipynb #9ba8e79f
+# %% ../nbs/12_elementwise.ipynb #2f3818a9
 def _pow_tensor_domain_check(a:Tensor, b:Tensor, ad, bd):
     "Raise DomainError if a ** b (both tensors) is undefined somewhere."
     if _has_negative(ad):
@@ -417,26 +468,26 @@ def _where_number(mask:np.ndarray, value, t:Tensor) -> Tensor:
     "t with `value` substituted where `mask` holds (a graph node in t: zero gradient at the substituted places)."
     return Where.apply(Tensor(mask), Tensor(np.asarray(value, dtype=t._data.dtype)), t)
 
-def _pow_grad_base(node, g, a, b):
-    "g * b * a ** (b - 1), with 0 where b == 0 (PyTorch's convention, also at a == 0)."
+def _pow_grad_base(node, g, a, b, phase:str='backward pass'):
+    "g * b * a ** (b - 1), with 0 where b == 0 (PyTorch's convention, also at a == 0); g may be a tangent."
     ad, bd = a._data, b._data
     if _math.strict and _has_zero(ad):
         bad = (ad == 0) & (bd > 0) & (bd < 1)
         if bad.any():
             raise _domain_error('pow (a ** b)', a, bad, ad, "its derivative b * a ** (b - 1) is infinite at a = 0 "
                                 "for 0 < b < 1, so the base must be nonzero there", "keep the base away from 0, "
-                                "e.g. (a + eps) ** b.", node)
+                                "e.g. (a + eps) ** b.", node, phase)
     if _has_zero(bd): a = _where_number(bd == 0, 1, a)   # b * 1 ** (b - 1) = 0 there, with no 0 ** -1 formed
     return Mul.apply(g, Mul.apply(b, Pow.apply(a, b - 1.0)))
 
-def _pow_grad_exponent(node, g, a, b, y):
-    "g * a ** b * log(a), with 0 where a == 0 and b >= 0 (PyTorch's convention)."
+def _pow_grad_exponent(node, g, a, b, y, phase:str='backward pass'):
+    "g * a ** b * log(a), with 0 where a == 0 and b >= 0 (PyTorch's convention); g may be a tangent."
     ad, bd = a._data, b._data
     if _math.strict and _has_negative(ad):
         bad = np.broadcast_to(ad < 0, np.broadcast_shapes(ad.shape, bd.shape))
         raise _domain_error('pow (a ** b)', a, bad, ad, "the gradient for the exponent, a ** b * log(a), needs "
                             "log(a), which is undefined for a < 0", "keep the base positive when the exponent is "
-                            "learned, e.g. a.abs() ** b, or exp(b * log(a)) with a > 0.", node)
+                            "learned, e.g. a.abs() ** b, or exp(b * log(a)) with a > 0.", node, phase)
     if _grad_mode.enabled: y = Pow.apply(a, b)   # create_graph: y must be differentiable
     if _has_zero(ad): a = _where_number((ad == 0) & (bd >= 0), 1, a)   # log(1) = 0: the gradient is 0 there
     return Mul.apply(g, Mul.apply(y, Log.apply(a)))
@@ -458,8 +509,14 @@ class Pow(Function):
         a, b, y = ctx.saved_tensors
         return (_pow_grad_base(ctx, g, a, b) if ctx.needs_input_grad[0] else None,
                 _pow_grad_exponent(ctx, g, a, b, y) if ctx.needs_input_grad[1] else None)
+    @staticmethod
+    def jvp(ctx, ta, tb):
+        a, b, y = ctx.saved_tensors   # the inputs themselves: a._fw_grad is None if a's tangent is the engine's zeros
+        ya = _pow_grad_base(ctx, ta, a, b, _JVP) if a._fw_grad is not None else None
+        yb = _pow_grad_exponent(ctx, tb, a, b, y, _JVP) if b._fw_grad is not None else None
+        return ya if yb is None else yb if ya is None else Add.apply(ya, yb)
 
-# %% ../nbs/12_elementwise.ipynb #c7b2256c
+# %% ../nbs/12_elementwise.ipynb #c4bd00d2
 def pow(input, exponent) -> Tensor:
     "input ** exponent, elementwise; either one (not both) may be a number"
     if isinstance(input, Tensor):
@@ -479,7 +536,7 @@ def _rpow_method(self, other): return pow(other, self) if _is_number(other) else
 
 Tensor.pow, Tensor.__pow__, Tensor.__rpow__ = pow, _pow_method, _rpow_method
 
-# %% ../nbs/12_elementwise.ipynb #2c219381
+# %% ../nbs/12_elementwise.ipynb #9224b2a7
 def square(input:Tensor) -> Tensor:
     "input * input, elementwise (a composition: one Mul node)"
     return input * input
@@ -490,7 +547,14 @@ def reciprocal(input:Tensor) -> Tensor:
 
 Tensor.square, Tensor.reciprocal = square, reciprocal
 
-# %% ../nbs/12_elementwise.ipynb #e26612d5
+# %% ../nbs/12_elementwise.ipynb #80563429
+def _sqrt_slope_check(node, x:Tensor, y:Tensor, phase:str='backward pass'):
+    "Raise DomainError where the slope of sqrt is infinite (x = 0)."
+    if _math.strict and _has_zero(y._data):
+        raise _domain_error('sqrt', x, y._data == 0, x._data, "its derivative 1 / (2 sqrt(x)) is infinite at "
+                            "x = 0, so x must be positive where a gradient flows", "sqrt(x + eps) (e.g. eps = "
+                            "1e-12), as norms and standard deviations are usually computed.", node, phase)
+
 class Sqrt(Function):
     "sqrt(x): dx = g / (2 * sqrt(x))"
     @staticmethod
@@ -506,11 +570,13 @@ class Sqrt(Function):
     @staticmethod
     def backward(ctx, g):
         x, y = _saved_output(ctx)
-        if _math.strict and _has_zero(y._data):
-            raise _domain_error('sqrt', x, y._data == 0, x._data, "its derivative 1 / (2 sqrt(x)) is infinite at "
-                                "x = 0, so x must be positive where a gradient flows", "sqrt(x + eps) (e.g. eps = "
-                                "1e-12), as norms and standard deviations are usually computed.", ctx)
+        _sqrt_slope_check(ctx, x, y)
         return Div.apply(g, y * 2.0)
+    @staticmethod
+    def jvp(ctx, t):
+        x, y = _jvp_output(ctx)
+        _sqrt_slope_check(ctx, x, y, _JVP)
+        return Div.apply(t, y * 2.0)
 
 class Rsqrt(Function):
     "rsqrt(x): dx = -g * rsqrt(x) ** 3 / 2"
@@ -527,6 +593,10 @@ class Rsqrt(Function):
     def backward(ctx, g):
         x, y = _saved_output(ctx)
         return g * (y * y * y) * -0.5
+    @staticmethod
+    def jvp(ctx, t):
+        x, y = _jvp_output(ctx)
+        return Mul.apply(t, y * y * y) * -0.5
 
 def sqrt(input:Tensor) -> Tensor:
     "The square root, elementwise; raises DomainError for input < 0"
@@ -538,7 +608,7 @@ def rsqrt(input:Tensor) -> Tensor:
 
 Tensor.sqrt, Tensor.rsqrt = sqrt, rsqrt
 
-# %% ../nbs/12_elementwise.ipynb #8635407a
+# %% ../nbs/12_elementwise.ipynb #ea5a0a06
 class Sin(Function):
     "sin(x): dx = g * cos(x)"
     @staticmethod
@@ -549,6 +619,10 @@ class Sin(Function):
     def backward(ctx, g):
         x, = ctx.saved_tensors
         return g * Cos.apply(x)
+    @staticmethod
+    def jvp(ctx, t):
+        x, = ctx.saved_tensors
+        return Mul.apply(t, Cos.apply(x))
 
 class Cos(Function):
     "cos(x): dx = -g * sin(x)"
@@ -560,6 +634,10 @@ class Cos(Function):
     def backward(ctx, g):
         x, = ctx.saved_tensors
         return Neg.apply(g * Sin.apply(x))
+    @staticmethod
+    def jvp(ctx, t):
+        x, = ctx.saved_tensors
+        return Neg.apply(Mul.apply(t, Sin.apply(x)))
 
 class Tanh(Function):
     "tanh(x): dx = g * (1 - tanh(x) ** 2)"
@@ -572,6 +650,10 @@ class Tanh(Function):
     def backward(ctx, g):
         x, y = _saved_output(ctx)
         return g * (1.0 - y * y)
+    @staticmethod
+    def jvp(ctx, t):
+        x, y = _jvp_output(ctx)
+        return Mul.apply(t, 1.0 - y * y)
 
 def _stable_sigmoid(d:np.ndarray) -> np.ndarray:
     "1 / (1 + exp(-d)) without exponentiating a positive number."
@@ -590,6 +672,10 @@ class Sigmoid(Function):
     def backward(ctx, g):
         x, y = _saved_output(ctx)
         return g * (y * (1.0 - y))
+    @staticmethod
+    def jvp(ctx, t):
+        x, y = _jvp_output(ctx)
+        return Mul.apply(t, y * (1.0 - y))
 
 def sin(input:Tensor) -> Tensor:
     "The sine, elementwise (radians)"
@@ -609,7 +695,7 @@ def sigmoid(input:Tensor) -> Tensor:
 
 Tensor.sin, Tensor.cos, Tensor.tanh, Tensor.sigmoid = sin, cos, tanh, sigmoid
 
-# %% ../nbs/12_elementwise.ipynb #dc438584
+# %% ../nbs/12_elementwise.ipynb #8e589fe9
 class Abs(Function):
     "abs(x): dx = g * sign(x)"
     @staticmethod
@@ -620,6 +706,10 @@ class Abs(Function):
     def backward(ctx, g):
         x, = ctx.saved_tensors
         return _mask(g, np.sign(x._data))
+    @staticmethod
+    def jvp(ctx, t):
+        x, = ctx.saved_tensors
+        return _mask(t, np.sign(x._data))
 
 class Sign(Function):
     "sign(x): dx = 0"
@@ -627,6 +717,8 @@ class Sign(Function):
     def forward(ctx, x): return np.sign(x._data)
     @staticmethod
     def backward(ctx, g): return Tensor(np.zeros_like(g._data))
+    @staticmethod
+    def jvp(ctx, t): return Tensor(np.zeros_like(t._data))
 
 class Relu(Function):
     "relu(x): dx = g where x > 0, else 0"
@@ -639,6 +731,19 @@ class Relu(Function):
     def backward(ctx, g):
         y, = ctx.saved_tensors
         return _mask(g, y._data > 0)
+    @staticmethod
+    def jvp(ctx, t):
+        y, = ctx.saved_tensors
+        return _mask(t, y._data > 0)
+
+def _clamp_keep(ctx) -> np.ndarray:
+    "Where clamp passes its input through: lo <= x <= hi, both bounds inclusive (PyTorch's convention)."
+    x, = ctx.saved_tensors
+    lo, hi = ctx.bounds
+    d = x._data
+    keep = d >= lo if lo is not None else d <= hi
+    if lo is not None and hi is not None: keep &= d <= hi
+    return keep
 
 class Clamp(Function):
     "clamp(x, min, max): dx = g where min <= x <= max, else 0"
@@ -651,19 +756,20 @@ class Clamp(Function):
         ctx.bounds = lo, hi
         return y
     @staticmethod
-    def backward(ctx, g):
-        x, = ctx.saved_tensors
-        lo, hi = ctx.bounds
-        d = x._data
-        keep = d >= lo if lo is not None else d <= hi
-        if lo is not None and hi is not None: keep &= d <= hi
-        return _mask(g, keep), None, None
+    def backward(ctx, g): return _mask(g, _clamp_keep(ctx)), None, None
+    @staticmethod
+    def jvp(ctx, t, _, __): return _mask(t, _clamp_keep(ctx))
 
-# %% ../nbs/12_elementwise.ipynb #446d0f15
+# %% ../nbs/12_elementwise.ipynb #03f8e846
 def _tie_weights(ad, bd, a_loses, b_loses):
     "Weights of the gradient for a and b: 1, 0 where it lost, 1/2 on a tie."
     tie = (ad == bd) * 0.5
     return 1.0 - a_loses - tie, 1.0 - b_loses - tie
+
+def _weighted_tangents(ta, wa, tb, wb):
+    "wa * ta + wb * tb for constant weights, skipping a missing (integer operand's) tangent."
+    if ta is None: return _mask(tb, wb)
+    return _mask(ta, wa) if tb is None else Add.apply(_mask(ta, wa), _mask(tb, wb))
 
 class Maximum(Function):
     "maximum(a, b): da = g where a > b, g / 2 where a == b; db = g where b > a, g / 2 where a == b"
@@ -676,6 +782,11 @@ class Maximum(Function):
         a, b = ctx.saved_tensors
         wa, wb = _tie_weights(a._data, b._data, a._data < b._data, b._data < a._data)
         return (_mask(g, wa) if ctx.needs_input_grad[0] else None, _mask(g, wb) if ctx.needs_input_grad[1] else None)
+    @staticmethod
+    def jvp(ctx, ta, tb):
+        a, b = ctx.saved_tensors
+        wa, wb = _tie_weights(a._data, b._data, a._data < b._data, b._data < a._data)
+        return _weighted_tangents(ta, wa, tb, wb)
 
 class Minimum(Function):
     "minimum(a, b): da = g where a < b, g / 2 where a == b; db = g where b < a, g / 2 where a == b"
@@ -688,8 +799,13 @@ class Minimum(Function):
         a, b = ctx.saved_tensors
         wa, wb = _tie_weights(a._data, b._data, a._data > b._data, b._data > a._data)
         return (_mask(g, wa) if ctx.needs_input_grad[0] else None, _mask(g, wb) if ctx.needs_input_grad[1] else None)
+    @staticmethod
+    def jvp(ctx, ta, tb):
+        a, b = ctx.saved_tensors
+        wa, wb = _tie_weights(a._data, b._data, a._data > b._data, b._data > a._data)
+        return _weighted_tangents(ta, wa, tb, wb)
 
-# %% ../nbs/12_elementwise.ipynb #76c9de46
+# %% ../nbs/12_elementwise.ipynb #aed7fe30
 def abs(input:Tensor) -> Tensor:
     "|input|, elementwise (gradient 0 at 0)"
     return Abs.apply(input)
@@ -724,7 +840,7 @@ def minimum(input:Tensor, other:Tensor) -> Tensor:
 Tensor.abs, Tensor.__abs__, Tensor.sign, Tensor.relu = abs, abs, sign, relu
 Tensor.clamp, Tensor.clip, Tensor.maximum, Tensor.minimum = clamp, clamp, maximum, minimum
 
-# %% ../nbs/12_elementwise.ipynb #85dcea22
+# %% ../nbs/12_elementwise.ipynb #f449edd7
 def _write_result(self:Tensor, r:Tensor, name:str):
     "Copy r into self's storage, as PyTorch's in-place ops do, and bump self's version."
     if r._data.shape != self._data.shape:
@@ -737,6 +853,14 @@ def _write_result(self:Tensor, r:Tensor, name:str):
     self._data[...] = r._data
     self._version.value += 1
 
+def _inplace_tangent(self:Tensor, r:Tensor):
+    "Forward mode, after an in-place op: self's tangent becomes the result's, in self's dtype."
+    t = r._fw_grad
+    if t is not None and t._data.dtype != self._data.dtype: t = Tensor(t._data.astype(self._data.dtype), _origin=t._origin)
+    if t is None and self._fw_grad is None: return
+    self._fw_grad = t
+    if t is not None: _register_dual(self)
+
 def _inplace(fn, name:str):
     "The in-place method `name` built from the out-of-place op `fn`, with PyTorch's contract."
     def method(self, *args, **kwargs):
@@ -746,7 +870,9 @@ def _inplace(fn, name:str):
                                "the tensor before performing the operation.")
         other_needs_grad = any(isinstance(a, Tensor) and a.requires_grad for a in args)
         if not _grad_mode.enabled or not (self.requires_grad or other_needs_grad):
-            _write_result(self, fn(self, *args, **kwargs), name)
+            r = fn(self, *args, **kwargs)
+            _write_result(self, r, name)
+            if _forward_ad.level: _inplace_tangent(self, r)
             return self
         if self.requires_grad and self.grad_fn is None:
             raise RuntimeError(f"a leaf Variable that requires grad is being used in an in-place operation ({name} on "
@@ -754,9 +880,13 @@ def _inplace(fn, name:str):
                                "`with no_grad():`, as optimizers do, or work on a copy (x * 1.0).")
         shell = Tensor(self._data.copy(), _origin=self._origin)
         shell.grad_fn, shell._output_nr, shell.requires_grad = self.grad_fn, self._output_nr, self.requires_grad
+        if self._fw_grad is not None:
+            shell._fw_grad = self._fw_grad
+            _register_dual(shell)
         r = fn(shell, *args, **kwargs)
         _write_result(self, r, name)
         self.grad_fn, self._output_nr, self.requires_grad = r.grad_fn, r._output_nr, r.requires_grad
+        if _forward_ad.level: _inplace_tangent(self, r)
         return self
     method.__name__ = method.__qualname__ = name
     method.__doc__ = f"In-place {fn.__name__}: writes the result into this tensor and bumps its version."

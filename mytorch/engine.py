@@ -11,12 +11,12 @@ __all__ = ['float16', 'float32', 'float64', 'int8', 'int16', 'int32', 'int64', '
            'set_broadcast_policy', 'get_broadcast_policy', 'Add', 'Mul', 'run_backward', 'grad', 'gradgradcheck',
            'dual_level', 'make_dual', 'unpack_dual', 'jvpcheck']
 
-# %% ../nbs/10_tensor.ipynb #f634c7f7
+# %% ../nbs/10_tensor.ipynb #a581950a
 import os
 import sys
 import numpy as np
 
-# %% ../nbs/10_tensor.ipynb #55a227ac
+# %% ../nbs/10_tensor.ipynb #3191e48b
 class _GradMode:
     __slots__ = ('enabled',)
     def __init__(self): self.enabled = True
@@ -58,7 +58,7 @@ class enable_grad(set_grad_enabled):
     "Context manager and decorator: ops inside record a graph, even within `no_grad`."
     def __init__(self): super().__init__(True)
 
-# %% ../nbs/10_tensor.ipynb #819113fa
+# %% ../nbs/10_tensor.ipynb #d4d1ef65
 _LIB_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep if '__file__' in globals() else '\0'
 _getframe = sys._getframe
 
@@ -74,13 +74,13 @@ def _format_origin(origin) -> str:
     code, line = origin
     return f"{os.path.basename(code.co_filename)}:{line} in {code.co_name}"
 
-# %% ../nbs/10_tensor.ipynb #643a7ab9
+# %% ../nbs/10_tensor.ipynb #586b25f2
 class _Version:
     "A mutable counter shared by a tensor and its views."
     __slots__ = ('value',)
     def __init__(self): self.value = 0
 
-# %% ../nbs/10_tensor.ipynb #1d90b006
+# %% ../nbs/10_tensor.ipynb #8c8a86b2
 float16, float32, float64 = np.dtype('float16'), np.dtype('float32'), np.dtype('float64')
 int8, int16, int32, int64, uint8 = (np.dtype(n) for n in ('int8', 'int16', 'int32', 'int64', 'uint8'))
 bool_ = np.dtype('bool')
@@ -104,7 +104,7 @@ def set_default_dtype(d):
     if d.kind != 'f': raise TypeError(f"the default dtype must be a floating-point dtype, got {d}.")
     _default.dtype = d
 
-# %% ../nbs/10_tensor.ipynb #acb4f090
+# %% ../nbs/10_tensor.ipynb #4d357552
 class Tensor:
     "An n-dimensional array that can record the operations made on it, for backward."
     __slots__ = ('_data', 'requires_grad', 'grad', 'grad_fn', '_output_nr', '_version', '_origin',
@@ -201,7 +201,7 @@ class Tensor:
         self._retains_grad = True
         self.grad_fn._retained[self._output_nr] = self
 
-# %% ../nbs/10_tensor.ipynb #c4e9fa7a
+# %% ../nbs/10_tensor.ipynb #e02c1ec1
 def _format_array(a:np.ndarray) -> str:
     if a.dtype.kind == 'f':
         body = np.array2string(a, separator=', ', precision=4, suppress_small=False,
@@ -220,7 +220,7 @@ def _tensor_repr(self):
 
 Tensor.__repr__ = _tensor_repr
 
-# %% ../nbs/10_tensor.ipynb #fa54c515
+# %% ../nbs/10_tensor.ipynb #80dddb57
 def _infer_dtype(data):
     "PyTorch's rule for the dtype of `tensor(data)` when none is given."
     if isinstance(data, np.ndarray) or isinstance(data, np.generic): return data.dtype
@@ -245,7 +245,7 @@ def tensor(data, # a number, a nested list of numbers, a NumPy array or a Tensor
                         "Nested lists must be rectangular (every row the same length).") from None
     return Tensor(arr, requires_grad=requires_grad, _origin=_user_origin())
 
-# %% ../nbs/10_tensor.ipynb #d0be5549
+# %% ../nbs/10_tensor.ipynb #edf7513b
 class Node:
     "The record of one op in the graph: PyTorch's `ctx`, and the `grad_fn` of the op's outputs."
     __slots__ = ('fn', 'edges', 'needs_input_grad', '_saved', '_versions', '_released', 'n_outputs',
@@ -303,7 +303,7 @@ class Node:
         self._saved = self._versions = None
         self._released = True
 
-# %% ../nbs/10_tensor.ipynb #a47c9037
+# %% ../nbs/10_tensor.ipynb #bd338339
 def _edge(t):
     "Where the gradient for input `t` goes: (node, output_nr), (leaf, 0), or None."
     if not isinstance(t, Tensor) or not t.requires_grad: return None
@@ -359,7 +359,7 @@ def view_of(base:Tensor, arr:np.ndarray) -> Tensor:
     out._version = base._version
     return out
 
-# %% ../nbs/10_tensor.ipynb #113398bc
+# %% ../nbs/10_tensor.ipynb #152e0656
 def _sum_axes(shape:tuple, target:tuple) -> tuple:
     "The axes of `shape` to sum over to get `target` (the adjoint of broadcasting `target` to `shape`)."
     lead = len(shape) - len(target)
@@ -388,7 +388,7 @@ class SumTo(Function):
     @staticmethod
     def jvp(ctx, t, _): return SumTo.apply(t, ctx.shape)
 
-# %% ../nbs/10_tensor.ipynb #d2c29c5c
+# %% ../nbs/10_tensor.ipynb #e6fd3da5
 class BroadcastError(ValueError):
     "Operand shapes cannot broadcast, or (under the strict policy) would broadcast ambiguously."
 
@@ -436,7 +436,7 @@ def _broadcast_check(a:Tensor, b:Tensor, verb:str):
         + " or ".join(map(str, options)) + " to say which axes it runs along.\n"
         f"  Or opt into NumPy's rules: mytorch.set_broadcast_policy(\"numpy\").")
 
-# %% ../nbs/10_tensor.ipynb #6b5da076
+# %% ../nbs/10_tensor.ipynb #3963905d
 def _operands(a, b, verb:str):
     "Both operands as Tensors, checked for broadcasting; None if `b` is not a Tensor or a number."
     if not isinstance(b, Tensor):
@@ -450,7 +450,7 @@ def _operands(a, b, verb:str):
         _broadcast_check(a, b, verb)
     return a, b
 
-# %% ../nbs/10_tensor.ipynb #5dcfdfaa
+# %% ../nbs/10_tensor.ipynb #61efdbd7
 class Add(Function):
     "a + b: da = g, db = g"
     @staticmethod
@@ -458,7 +458,7 @@ class Add(Function):
     @staticmethod
     def backward(ctx, g): return g, g
     @staticmethod
-    def jvp(ctx, ta, tb): return Add.apply(ta, tb)
+    def jvp(ctx, ta, tb): return tb if ta is None else ta if tb is None else Add.apply(ta, tb)
 
 class Mul(Function):
     "a * b: da = g * b, db = g * a"
@@ -473,8 +473,10 @@ class Mul(Function):
         return (Mul.apply(g, b) if ctx.needs_input_grad[0] else None,
                 Mul.apply(g, a) if ctx.needs_input_grad[1] else None)
     @staticmethod
-    def jvp(ctx, ta, tb):
+    def jvp(ctx, ta, tb):   # an integer operand has no tangent (None)
         a, b = ctx.saved_tensors
+        if ta is None: return Mul.apply(a, tb)
+        if tb is None: return Mul.apply(ta, b)
         return Add.apply(Mul.apply(ta, b), Mul.apply(a, tb))
 
 def _binary(fn, verb, reflected=False):
@@ -506,7 +508,7 @@ def _sum_to(self, *shape) -> Tensor:
 
 Tensor.expand, Tensor.sum_to_size = _expand, _sum_to
 
-# %% ../nbs/10_tensor.ipynb #1200ce36
+# %% ../nbs/10_tensor.ipynb #62aacac8
 def _topological_nodes(roots) -> list:
     "Nodes reachable from `roots`, each before every node that consumes its outputs... reversed: inputs first."
     order, seen = [], set()
@@ -609,7 +611,7 @@ def _deliver(leaf, g, create_graph):
     elif create_graph: leaf.grad = leaf.grad + g
     else: leaf.grad = Tensor(leaf.grad._data + g._data, _origin=leaf._origin)
 
-# %% ../nbs/10_tensor.ipynb #6420a6a2
+# %% ../nbs/10_tensor.ipynb #9804f62d
 def _backward(self,
               gradient:Tensor=None, # d(loss)/d(self); may be omitted for a one-element tensor
               retain_graph:bool=None, # keep the graph for another backward (default: create_graph)
@@ -634,7 +636,7 @@ def _backward(self,
 
 Tensor.backward = _backward
 
-# %% ../nbs/10_tensor.ipynb #7cbf1769
+# %% ../nbs/10_tensor.ipynb #6589d6d8
 def grad(outputs, # a tensor or a sequence of tensors to differentiate
          inputs, # the tensors to differentiate with respect to
          grad_outputs=None, # d(loss)/d(output) for each output; ones for one-element outputs if None
@@ -668,7 +670,7 @@ def grad(outputs, # a tensor or a sequence of tensors to differentiate
                                "outputs. Pass allow_unused=True to get None for it.")
     return tuple(res)
 
-# %% ../nbs/10_tensor.ipynb #6f639a47
+# %% ../nbs/10_tensor.ipynb #5c05afb1
 def gradgradcheck(f, # function of the inputs returning one tensor
                   inputs, # float64 tensors; those with requires_grad are checked
                   seed:int=0, # seeds the fixed direction v
@@ -702,7 +704,7 @@ def gradgradcheck(f, # function of the inputs returning one tensor
             ok = False
     return ok
 
-# %% ../nbs/10_tensor.ipynb #c69eef22
+# %% ../nbs/10_tensor.ipynb #cc03c122
 import weakref
 from collections import namedtuple
 
@@ -731,7 +733,11 @@ def make_dual(tensor:Tensor, # the primal
         raise ValueError(f"make_dual: the tangent must have the primal's shape {tensor.shape} and a floating dtype; "
                          f"got shape {tangent.shape}, {tangent.dtype} (made at {tangent.origin}).")
     out = Expand.apply(tensor, tensor.shape) if tensor.requires_grad else view_of(tensor, tensor._data)
-    out._fw_grad = tangent if tangent.dtype == tensor.dtype else Tensor(tangent._data.astype(tensor.dtype))
+    if tangent.dtype != tensor.dtype or tangent._data.strides != tensor._data.strides:
+        arr = np.empty_like(tensor._data)   # the primal's dtype and memory layout, as PyTorch does
+        arr[...] = tangent._data
+        tangent = Tensor(arr, _origin=tangent._origin)
+    out._fw_grad = tangent
     _register_dual(out)
     return out
 
@@ -761,11 +767,12 @@ def _push_tangents(cls, ctx, args, outs):
     for o, t in zip(outs, res):
         if t is None or o._data.dtype.kind != 'f': continue
         if not isinstance(t, Tensor): t = Tensor(np.asarray(t, dtype=o.dtype))
+        if t.dtype != o.dtype: t = Tensor(t._data.astype(o.dtype), _origin=t._origin)
         if t.shape != o.shape: t = Expand.apply(t, o.shape)
         o._fw_grad = t
         _register_dual(o)
 
-# %% ../nbs/10_tensor.ipynb #ecd497db
+# %% ../nbs/10_tensor.ipynb #cb6f2154
 def jvpcheck(f, # function of the inputs returning one tensor
              inputs, # float64 tensors
              seed:int=0, # seeds the random directions u and v

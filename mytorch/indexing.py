@@ -7,12 +7,12 @@ Docs: https://mytorch-book.github.io/mytorch/indexing.html.md"""
 # %% auto #0
 __all__ = ['Index', 'IndexAccumulate', 'IndexPut', 'gather', 'scatter_add', 'index_select', 'index_add', 'masked_fill']
 
-# %% ../nbs/15_indexing.ipynb #f49f63ba
+# %% ../nbs/15_indexing.ipynb #b4994c44
 import numpy as np
 from .engine import *
-from .engine import _grad_mode, _format_origin
+from .engine import _grad_mode, _format_origin, _forward_ad, _register_dual
 
-# %% ../nbs/15_indexing.ipynb #2e5f3cd3
+# %% ../nbs/15_indexing.ipynb #12b7be5a
 _BASIC, _MASKS, _INTEGER = 0, 1, 2   # kinds of key: a view; copies without repeats; integer arrays (repeats possible)
 _PLAIN = (int, slice, type(None), type(Ellipsis))
 
@@ -43,7 +43,7 @@ def _index_key(key) -> tuple:
         out.append(a)
     return tuple(out), kind
 
-# %% ../nbs/15_indexing.ipynb #b12e6e23
+# %% ../nbs/15_indexing.ipynb #2cad90b5
 class _Split:
     "A key applied in two stages, basic then advanced: PyTorch's order for keys that mix integers and arrays."
     __slots__ = ('first', 'second', 'whole')
@@ -67,7 +67,7 @@ def _torch_order(key:tuple, kind:int):
     if kind != _BASIC and any(type(k) is int for k in key): return _Split(key)
     return key
 
-# %% ../nbs/15_indexing.ipynb #1319313a
+# %% ../nbs/15_indexing.ipynb #4f1b803b
 def _consumed(k) -> int:
     "How many dimensions of the indexed tensor index `k` uses up."
     if k is None or k is Ellipsis: return 0
@@ -104,7 +104,7 @@ def _index_error(t:Tensor, key:tuple, numpy_msg:str) -> IndexError:
         d += 1
     return IndexError(f"{numpy_msg} ({where}).")
 
-# %% ../nbs/15_indexing.ipynb #08bea0cd
+# %% ../nbs/15_indexing.ipynb #978d136b
 class Index(Function):
     "x[key]: dx = index_accumulate(g, x.shape, key), zeros with g added at key (repeated positions sum)"
     @staticmethod
@@ -123,11 +123,14 @@ class Index(Function):
         if ctx.kind == _BASIC and ctx.counter.value != ctx.version: raise _stale_view_error(ctx)
         return IndexAccumulate.apply(g, ctx.shape, ctx.key, ctx.kind), None, None
 
+    @staticmethod
+    def jvp(ctx, t, key, kind): return Index.apply(t, ctx.key, ctx.kind)
+
 class IndexAccumulate(Function):
     "index_accumulate(g, shape, key): zeros(shape) with g added at key; dg = gg[key]"
     @staticmethod
     def forward(ctx, g, shape, key, kind):
-        ctx.key, ctx.kind = key, kind
+        ctx.key, ctx.kind, ctx.shape = key, kind, shape
         z = np.zeros(shape, dtype=g._data.dtype)
         a, k = _at(z, key)                                 # a is z, or a view of z for a _Split key
         if kind == _INTEGER: np.add.at(a, k, g._data)     # unbuffered: repeated positions add up
@@ -137,7 +140,10 @@ class IndexAccumulate(Function):
     @staticmethod
     def backward(ctx, gg): return Index.apply(gg, ctx.key, ctx.kind), None, None, None
 
-# %% ../nbs/15_indexing.ipynb #c80e013c
+    @staticmethod
+    def jvp(ctx, t, shape, key, kind): return IndexAccumulate.apply(t, ctx.shape, ctx.key, ctx.kind)
+
+# %% ../nbs/15_indexing.ipynb #f1dd1c13
 def _stale_view_error(ctx) -> RuntimeError:
     "The error for backpropagating through a view whose base was written after the view was taken."
     return RuntimeError(
@@ -145,7 +151,7 @@ def _stale_view_error(ctx) -> RuntimeError:
         f"in-place operation after the view was taken (version {ctx.counter.value}, expected {ctx.version}), so the "
         f"view's gradient would describe numbers that are gone. Take the view after the write, or write into a copy.")
 
-# %% ../nbs/15_indexing.ipynb #3d311e43
+# %% ../nbs/15_indexing.ipynb #6a1030d2
 def _getitem(self, key):
     "x[key] with PyTorch's rules (NumPy's, except that integers apply before arrays); a view for a basic key."
     k, kind = _index_key(key)
@@ -154,7 +160,7 @@ def _getitem(self, key):
 
 Tensor.__getitem__ = _getitem
 
-# %% ../nbs/15_indexing.ipynb #92224751
+# %% ../nbs/15_indexing.ipynb #5d1b226b
 class IndexPut(Function):
     "index_put(x, v, key): x with x[key] = v; dx = index_put(g, 0, key), dv = g[key]"
     @staticmethod
@@ -179,7 +185,12 @@ class IndexPut(Function):
                 gv = Index.apply(gv, (None,) * (ctx.value_ndim - gv.ndim) + (Ellipsis,), _BASIC)
         return gx, gv, None, None
 
-# %% ../nbs/15_indexing.ipynb #10452cf8
+    @staticmethod
+    def jvp(ctx, tx, tv, key, kind):
+        if tx is None: return None   # an integer x: the output has no tangent
+        return IndexPut.apply(tx, 0.0 if tv is None else tv, ctx.key, ctx.kind)
+
+# %% ../nbs/15_indexing.ipynb #9c3e715d
 def _refuse_write(self):
     "Raise if writing into `self` while recording would lose a gradient."
     if self.grad_fn is None:
@@ -208,6 +219,17 @@ def _setitem_error(self, key, value, e) -> Exception:
     return ValueError(f"cannot assign a value of shape {vshape}{made} to {target}: the shapes do not broadcast "
                       f"(the tensor has shape {self.shape} and was made at {self.origin}).")
 
+def _write_tangent(self:Tensor, key, value):
+    "After x[key] = value in a dual level: put value's tangent (0 if it has none) into x's tangent at key, in place."
+    tv = value._fw_grad if isinstance(value, Tensor) else None
+    t = self._fw_grad
+    if (t is None and tv is None) or self._data.dtype.kind != 'f': return
+    if t is None or not t._data.flags.writeable:   # no tangent yet (it was 0), or a broadcast one: x gets its own
+        t = Tensor(np.zeros(self.shape, self.dtype), _origin=self._origin) if t is None else t * 1.0
+        self._fw_grad = t
+        _register_dual(self)
+    _setitem(t, key, 0.0 if tv is None else tv)   # the same write: a tangent that is in a graph is rebased like x
+
 def _setitem(self, key, value):
     "x[key] = value, in place; differentiable with respect to x and value while recording."
     k, kind = _index_key(key)
@@ -228,10 +250,11 @@ def _setitem(self, key, value):
             a[kk] = value._data if is_tensor else value
     except (IndexError, ValueError) as e: raise _setitem_error(self, k, value, e) from None
     self._version.value += 1
+    if _forward_ad.level: _write_tangent(self, key, value)
 
 Tensor.__setitem__ = _setitem
 
-# %% ../nbs/15_indexing.ipynb #fbfe0c1b
+# %% ../nbs/15_indexing.ipynb #6fa9a902
 def _dim(t:Tensor, dim:int, op:str) -> int:
     "`dim` as a non-negative axis of `t`, or an IndexError naming the valid range."
     n = t._data.ndim
@@ -303,7 +326,7 @@ def scatter_add(input:Tensor, # the tensor to add into (not modified)
 
 Tensor.gather, Tensor.scatter_add = gather, scatter_add
 
-# %% ../nbs/15_indexing.ipynb #25d866a7
+# %% ../nbs/15_indexing.ipynb #49e8b5e6
 def _along(dim:int, idx:np.ndarray) -> tuple:
     "The key that puts `idx` at position `dim`: (:, ..., :, idx)."
     return (slice(None),) * dim + (idx,)
@@ -345,7 +368,7 @@ def index_add(input:Tensor, # the tensor to add into (not modified)
 
 Tensor.index_select, Tensor.index_add = index_select, index_add
 
-# %% ../nbs/15_indexing.ipynb #fbafa7b3
+# %% ../nbs/15_indexing.ipynb #e0baeb7a
 def masked_fill(input:Tensor, # the tensor to fill (not modified)
                 mask:Tensor, # bool tensor that broadcasts to input's shape
                 value, # a number or a 0-d tensor

@@ -7,20 +7,22 @@ Docs: https://mytorch-book.github.io/mytorch/linalg.html.md"""
 # %% auto #0
 __all__ = ['MatMul', 'matmul', 'mm', 'bmm', 'dot', 'outer', 'Einsum', 'einsum', 'Softmax', 'LogSoftmax', 'softmax', 'log_softmax']
 
-# %% ../nbs/16_linalg.ipynb #b326062f
+# %% ../nbs/16_linalg.ipynb #add56c61
 import math
 import string
 import numpy as np
 from .engine import *
 from .engine import _format_origin
 
-# %% ../nbs/16_linalg.ipynb #8026681d
+# %% ../nbs/16_linalg.ipynb #4ccddc37
 class _MatrixTranspose(Function):
     "mT(x), the last two dims swapped: dx = mT(g)"
     @staticmethod
     def forward(ctx, x): return view_of(x, np.swapaxes(x._data, -1, -2))
     @staticmethod
     def backward(ctx, g): return _MatrixTranspose.apply(g)
+    @staticmethod
+    def jvp(ctx, t): return _MatrixTranspose.apply(t)
 
 class _Reshape(Function):
     "reshape(x, shape): dx = reshape(g, x.shape)"
@@ -28,11 +30,14 @@ class _Reshape(Function):
     def forward(ctx, x, shape):
         ctx.in_shape = x.shape
         out = x._data.reshape(shape)
+        ctx.shape = out.shape
         return view_of(x, out) if np.may_share_memory(out, x._data) else out
     @staticmethod
     def backward(ctx, g): return _Reshape.apply(g, ctx.in_shape), None
+    @staticmethod
+    def jvp(ctx, t, shape): return _Reshape.apply(t, ctx.shape)
 
-# %% ../nbs/16_linalg.ipynb #68717e02
+# %% ../nbs/16_linalg.ipynb #dbffb180
 def _describe(t:Tensor, side:str) -> str: return f"{side} shape {t.shape} {t.dtype} made at {t.origin}"
 
 def _matmul_error(a:Tensor, b:Tensor, op:str='matmul') -> Exception:
@@ -92,7 +97,12 @@ class MatMul(Function):
                 if b.ndim == 1: gb = _Reshape.apply(gb.sum_to_size(k, 1), (k,))
         return ga, gb
 
-# %% ../nbs/16_linalg.ipynb #8efc8a06
+    @staticmethod
+    def jvp(ctx, ta, tb):
+        a, b = ctx.saved_tensors
+        return Add.apply(MatMul.apply(ta, b), MatMul.apply(a, tb))
+
+# %% ../nbs/16_linalg.ipynb #2a1527e5
 def matmul(input:Tensor, # left operand, at least 1-D
            other:Tensor, # right operand, at least 1-D
           ) -> Tensor:
@@ -111,7 +121,7 @@ def _rmatmul_method(self, other):
 
 Tensor.__matmul__, Tensor.__rmatmul__, Tensor.matmul = _matmul_method, _rmatmul_method, matmul
 
-# %% ../nbs/16_linalg.ipynb #f4ee5291
+# %% ../nbs/16_linalg.ipynb #4fc88d9c
 def _need_dims(op:str, want:int, *ts):
     "Raise unless every tensor in `ts` has `want` dimensions."
     for t, side in zip(ts, ('first', 'second')):
@@ -151,7 +161,7 @@ def outer(input:Tensor, vec2:Tensor) -> Tensor:
 
 Tensor.mm, Tensor.bmm, Tensor.dot, Tensor.outer = mm, bmm, dot, outer
 
-# %% ../nbs/16_linalg.ipynb #a48bd9d9
+# %% ../nbs/16_linalg.ipynb #3bc9733d
 _LETTERS = string.ascii_uppercase + string.ascii_lowercase
 
 def _einsum_error(equation:str, msg:str, operands=()) -> ValueError:
@@ -207,7 +217,7 @@ def _parse_einsum(equation:str, operands:tuple) -> tuple:
                                           "an operand to take a diagonal instead.")
     return tuple(ins), out
 
-# %% ../nbs/16_linalg.ipynb #3b95ae28
+# %% ../nbs/16_linalg.ipynb #4aeaa688
 def _einsum_str(ins, out) -> str: return ','.join(ins) + '->' + out
 
 class Einsum(Function):
@@ -246,16 +256,27 @@ class Einsum(Function):
             grads.append(gi)
         return tuple(grads)
 
+    @staticmethod
+    def jvp(ctx, spec, *ts):
+        xs = ctx.saved_tensors
+        out = None
+        for i, t in enumerate(ts):   # one term per operand; every term has the output's shape
+            term = Einsum.apply(ctx.spec, *xs[:i], t, *xs[i + 1:])
+            out = term if out is None else Add.apply(out, term)
+        return out
+
 class _DiagonalEmbed(Function):
     "diagonal_embed(g, s, u): zeros with g on the diagonal that s (letters repeated) -> u reads; dg = einsum(s->u, gg)"
     @staticmethod
     def forward(ctx, g, s, u, shape):
-        ctx.s, ctx.u = s, u
+        ctx.s, ctx.u, ctx.shape = s, u, shape
         z = np.zeros(shape, dtype=g._data.dtype)
         np.einsum(f"{s}->{u}", z)[...] = g._data   # einsum returns a writeable view of the diagonal
         return z
     @staticmethod
     def backward(ctx, gg): return Einsum.apply(((ctx.s,), ctx.u), gg), None, None, None
+    @staticmethod
+    def jvp(ctx, t, s, u, shape): return _DiagonalEmbed.apply(t, ctx.s, ctx.u, ctx.shape)
 
 def einsum(equation:str, # e.g. "ij,jk->ik", "bhqd,bhkd->bhqk", "ii->", "...ij->...ji"
            *operands, # the tensors, one per comma-separated subscript (or one list of them)
@@ -269,7 +290,7 @@ def einsum(equation:str, # e.g. "ij,jk->ik", "bhqd,bhkd->bhqk", "ii->", "...ij->
                                           f"{t.dtype}.", operands)
     return Einsum.apply(_parse_einsum(equation, operands), *operands)
 
-# %% ../nbs/16_linalg.ipynb #e5f2ebab
+# %% ../nbs/16_linalg.ipynb #965446d8
 def _saved_output(ctx, out:Tensor) -> Tensor:
     "The forward's saved output as a tensor of the graph (its grad_fn is this node), when backward is being recorded."
     if not is_grad_enabled(): return out
@@ -312,6 +333,12 @@ class Softmax(Function):
         dot = (g * s).sum_to_size(_kept(s.shape, ctx.axis))
         return s * (g + dot * -1.0), None
 
+    @staticmethod
+    def jvp(ctx, t, axis):
+        s = ctx.saved_tensors[0]
+        if ctx.needs_input_grad: s = _saved_output(ctx, s)   # the forward was recorded: keep s in the graph
+        return s * (t + (t * s).sum_to_size(_kept(s.shape, ctx.axis)) * -1.0)
+
 class LogSoftmax(Function):
     "log_softmax(x, dim): dx = g - exp(y) * sum(g, dim)"
     @staticmethod
@@ -330,6 +357,13 @@ class LogSoftmax(Function):
         # exp(y) is softmax(x); while recording, softmax(y) gives the same numbers as a function in the graph
         s = Softmax.apply(_saved_output(ctx, y), ctx.axis) if is_grad_enabled() else Tensor(np.exp(y._data))
         return g + s * g.sum_to_size(_kept(g.shape, ctx.axis)) * -1.0, None
+
+    @staticmethod
+    def jvp(ctx, t, axis):
+        y = ctx.saved_tensors[0]
+        recorded = ctx.needs_input_grad and is_grad_enabled()
+        s = Softmax.apply(_saved_output(ctx, y), ctx.axis) if recorded else Tensor(np.exp(y._data))
+        return t + (s * t).sum_to_size(_kept(t.shape, ctx.axis)) * -1.0
 
 def softmax(input:Tensor, # scores
             dim:int, # the dimension whose entries become probabilities summing to 1

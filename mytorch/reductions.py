@@ -9,14 +9,14 @@ __all__ = ['Sum', 'sum', 'Mean', 'mean', 'ProdOthers', 'Prod', 'prod', 'return_t
            'min', 'amax', 'amin', 'argmax', 'argmin', 'Var', 'Std', 'var', 'std', 'LogSumExp', 'logsumexp', 'Norm2',
            'Norm1', 'NormInf', 'norm', 'Cumsum', 'ReverseCumsum', 'cumsum']
 
-# %% ../nbs/13_reductions.ipynb #cd7bb4a1
+# %% ../nbs/13_reductions.ipynb #9d259154
 import builtins
 import math
 from collections import namedtuple
 import numpy as np
 from .engine import *
 
-# %% ../nbs/13_reductions.ipynb #b822d2f4
+# %% ../nbs/13_reductions.ipynb #ceee251a
 def _describe(x) -> str:
     "Shape, dtype and origin of `x`, for error messages."
     return f"shape {tuple(x.shape)}, {x.dtype}, made at {x.origin}"
@@ -53,15 +53,17 @@ def _count(shape, dims) -> int:
     "How many elements each output of a reduction over `dims` combines."
     return math.prod(shape[d] for d in dims)
 
-# %% ../nbs/13_reductions.ipynb #7d6bd7e8
+# %% ../nbs/13_reductions.ipynb #d813a203
 class _Reshape(Function):
     "reshape(x, shape): dx = reshape(g, x.shape)"
     @staticmethod
     def forward(ctx, x, shape):
-        ctx.in_shape = x.shape
+        ctx.in_shape, ctx.shape = x.shape, shape
         return view_of(x, x._data.reshape(shape))
     @staticmethod
     def backward(ctx, g): return _Reshape.apply(g, ctx.in_shape), None
+    @staticmethod
+    def jvp(ctx, t, _): return _Reshape.apply(t, ctx.shape)
 
 def _keep(g, shape, dims, keepdim):
     "A reduction's output gradient `g` with the reduced `dims` of input `shape` present as size-1 dims."
@@ -74,16 +76,18 @@ def _unreduce(g, shape, dims, keepdim):
     g = _keep(g, shape, dims, keepdim)
     return g if g.shape == tuple(shape) else Expand.apply(g, tuple(shape))
 
-# %% ../nbs/13_reductions.ipynb #9aa73c10
+# %% ../nbs/13_reductions.ipynb #c5f3c8c9
 class _Cast(Function):
     "cast(x, dtype): dx = cast(g, x.dtype)"
     @staticmethod
     def forward(ctx, x, dtype):
-        ctx.in_dtype = x.dtype
+        ctx.in_dtype, ctx.dtype = x.dtype, np.dtype(dtype)
         return x._data.astype(dtype)
     @staticmethod
     def backward(ctx, g):
         return (_Cast.apply(g, ctx.in_dtype) if ctx.in_dtype.kind == 'f' else None), None
+    @staticmethod
+    def jvp(ctx, t, _): return _Cast.apply(t, ctx.dtype) if ctx.dtype.kind == 'f' else None
 
 def _cast(x, dtype):
     "`x` as `dtype` (recorded, so gradients flow back), or `x` itself when dtype is None or already x's."
@@ -95,7 +99,7 @@ def _accumulator(x):
     "The dtype that sum, prod and cumsum give: int64 for integer and bool tensors (as in PyTorch), else None."
     return int64 if x._data.dtype.kind in 'iub' else None
 
-# %% ../nbs/13_reductions.ipynb #9ca07aab
+# %% ../nbs/13_reductions.ipynb #a03da8eb
 class Sum(Function):
     "sum(x, dims): dx = expand(g, x.shape), with the reduced dims reinserted first"
     @staticmethod
@@ -104,6 +108,8 @@ class Sum(Function):
         return np.sum(x._data, axis=dims, keepdims=keepdim, dtype=_accumulator(x))
     @staticmethod
     def backward(ctx, g): return _unreduce(g, ctx.in_shape, ctx.dims, ctx.keepdim), None, None
+    @staticmethod
+    def jvp(ctx, t, _, __): return Sum.apply(t, ctx.dims, ctx.keepdim)
 
 def sum(input:Tensor, # the tensor to reduce
         dim=None, # an int, a tuple of ints, or None for all dims
@@ -115,7 +121,7 @@ def sum(input:Tensor, # the tensor to reduce
 
 Tensor.sum = sum
 
-# %% ../nbs/13_reductions.ipynb #426c1d6c
+# %% ../nbs/13_reductions.ipynb #cb85881f
 class Mean(Function):
     "mean(x, dims): dx = expand(g, x.shape) / n, n = the number of elements averaged"
     @staticmethod
@@ -128,6 +134,8 @@ class Mean(Function):
     def backward(ctx, g):
         n = builtins.max(_count(ctx.in_shape, ctx.dims), 1)   # n = 0 only when there are no outputs either
         return _unreduce(g, ctx.in_shape, ctx.dims, ctx.keepdim) * (1.0 / n), None, None
+    @staticmethod
+    def jvp(ctx, t, _, __): return Mean.apply(t, ctx.dims, ctx.keepdim)
 
 def _need_float(x, op, fix):
     if x._data.dtype.kind not in 'fc':
@@ -154,7 +162,7 @@ def mean(input:Tensor, # the tensor to average
 
 Tensor.mean = mean
 
-# %% ../nbs/13_reductions.ipynb #987e92c8
+# %% ../nbs/13_reductions.ipynb #fb3536e6
 def _to_last(a:np.ndarray, dims:tuple) -> np.ndarray:
     "`a` with `dims` moved to the end and merged into one axis."
     k = len(dims)
@@ -204,6 +212,13 @@ class ProdOthers(Function):
         gx = ProdOthers.apply(x, dims, *dirs, g) if need[0] else None
         gd = [ProdOthers.apply(x, dims, *dirs[:e], g, *dirs[e + 1:]) if need[2 + e] else None for e in range(len(dirs))]
         return (gx, None, *gd)
+    @staticmethod
+    def jvp(ctx, tx, _, *tdirs):
+        x, *dirs = ctx.saved_tensors
+        out = ProdOthers.apply(x, ctx.dims, *dirs, tx)
+        for e, te in enumerate(tdirs):   # skips the engine's zeros for a direction without a tangent: they add 0
+            if te.requires_grad or te._data.any(): out = out + ProdOthers.apply(x, ctx.dims, *dirs[:e], te, *dirs[e + 1:])
+        return out
 
 class Prod(Function):
     "prod(x, dims): dx = expand(g) * prod_others(x), the product of the other elements of each slice"
@@ -216,6 +231,10 @@ class Prod(Function):
     def backward(ctx, g):
         x, = ctx.saved_tensors
         return _keep(g, x.shape, ctx.dims, ctx.keepdim) * ProdOthers.apply(x, ctx.dims), None, None
+    @staticmethod
+    def jvp(ctx, t, _, __):
+        x, = ctx.saved_tensors
+        return Sum.apply(t * ProdOthers.apply(x, ctx.dims), ctx.dims, ctx.keepdim)
 
 def prod(input:Tensor, # the tensor to multiply out
          dim=None, # an int, a tuple of ints (PyTorch takes only an int), or None for all dims
@@ -227,7 +246,7 @@ def prod(input:Tensor, # the tensor to multiply out
 
 Tensor.prod = prod
 
-# %% ../nbs/13_reductions.ipynb #28583a87
+# %% ../nbs/13_reductions.ipynb #aa5e8be9
 class return_types:
     "PyTorch's named tuples for reductions that return values and indices: `values, indices = x.max(1)`."
     max = namedtuple('max', ['values', 'indices'], module='mytorch.return_types')
@@ -243,7 +262,7 @@ def _nonempty(x, dims, op):
     raise RuntimeError(f"{op}(): dim {d} has size 0 ({_describe(x)}), and the {op} of no elements is undefined. "
                        "Reduce over a non-empty dim, or check for an empty input first.")
 
-# %% ../nbs/13_reductions.ipynb #154cd896
+# %% ../nbs/13_reductions.ipynb #47cee9de
 def _select_forward(ctx, x, dim, keepdim, pick):
     "(values, indices) of the element `pick` (np.argmax or np.argmin) chooses along `dim`."
     a = x._data
@@ -257,12 +276,21 @@ def _select_forward(ctx, x, dim, keepdim, pick):
     if not keepdim: values, idx = values.squeeze(dim), idx.squeeze(dim)
     return values, idx.astype(int64)
 
+def _select_mask(ctx) -> np.ndarray:
+    "1 at the index a (values, indices) reduction returned, 0 elsewhere."
+    mask = np.zeros(ctx.in_shape, ctx.dtype)
+    np.put_along_axis(mask, ctx.idx, 1, axis=ctx.dim)
+    return mask
+
 def _select_backward(ctx, g):
     "The gradient of a (values, indices) reduction: g at the returned index, 0 elsewhere."
     if ctx.in_shape == (): return g
-    mask = np.zeros(ctx.in_shape, ctx.dtype)
-    np.put_along_axis(mask, ctx.idx, 1, axis=ctx.dim)
-    return _keep(g, ctx.in_shape, (ctx.dim,), ctx.keepdim) * Tensor(mask, _origin=g._origin)
+    return _keep(g, ctx.in_shape, (ctx.dim,), ctx.keepdim) * Tensor(_select_mask(ctx), _origin=g._origin)
+
+def _select_jvp(ctx, t):
+    "The tangents of a (values, indices) reduction: t at the returned index, and none for the indices."
+    if ctx.in_shape == (): return t, None
+    return Sum.apply(t * Tensor(_select_mask(ctx), _origin=t._origin), (ctx.dim,), ctx.keepdim), None
 
 class MaxDim(Function):
     "max(x, dim) -> (values, indices): dx = g at the returned index along dim, 0 elsewhere"
@@ -270,6 +298,8 @@ class MaxDim(Function):
     def forward(ctx, x, dim, keepdim): return _select_forward(ctx, x, dim, keepdim, np.argmax)
     @staticmethod
     def backward(ctx, g, g_indices): return _select_backward(ctx, g), None, None
+    @staticmethod
+    def jvp(ctx, t, _, __): return _select_jvp(ctx, t)
 
 class MinDim(Function):
     "min(x, dim) -> (values, indices): dx = g at the returned index along dim, 0 elsewhere"
@@ -277,20 +307,30 @@ class MinDim(Function):
     def forward(ctx, x, dim, keepdim): return _select_forward(ctx, x, dim, keepdim, np.argmin)
     @staticmethod
     def backward(ctx, g, g_indices): return _select_backward(ctx, g), None, None
+    @staticmethod
+    def jvp(ctx, t, _, __): return _select_jvp(ctx, t)
 
-# %% ../nbs/13_reductions.ipynb #9edcc258
+# %% ../nbs/13_reductions.ipynb #e7ba1b4f
 def _extreme_forward(ctx, x, dims, keepdim, reduce):
     ctx.dims, ctx.keepdim = dims, keepdim
     ctx.save_for_backward(x)
     ctx.out_kept = reduce(x._data, axis=dims, keepdims=True)
     return ctx.out_kept if keepdim else np.squeeze(ctx.out_kept, axis=dims)
 
+def _even_mask(ctx) -> np.ndarray:
+    "[x == result] / (number of ties in the slice), for amax/amin."
+    x, = ctx.saved_tensors
+    hit = (x._data == ctx.out_kept)
+    return hit / np.sum(hit, axis=ctx.dims, keepdims=True, dtype=x.dtype)
+
 def _even_share(ctx, g):
     "The gradient of amax/amin: expand(g) * [x == result] / (number of ties in the slice)."
     x, = ctx.saved_tensors
-    hit = (x._data == ctx.out_kept)
-    mask = hit / np.sum(hit, axis=ctx.dims, keepdims=True, dtype=x.dtype)
-    return _keep(g, x.shape, ctx.dims, ctx.keepdim) * Tensor(mask, _origin=g._origin)
+    return _keep(g, x.shape, ctx.dims, ctx.keepdim) * Tensor(_even_mask(ctx), _origin=g._origin)
+
+def _masked_sum(ctx, t, mask:np.ndarray):
+    "The tangent of a reduction whose local derivative is the constant `mask`: sum(t * mask) over the slice."
+    return Sum.apply(t * Tensor(mask, _origin=t._origin), ctx.dims, ctx.keepdim)
 
 class Amax(Function):
     "amax(x, dims): dx = expand(g) * [x == amax(x)] / (number of tied maxima in the slice)"
@@ -298,6 +338,8 @@ class Amax(Function):
     def forward(ctx, x, dims, keepdim): return _extreme_forward(ctx, x, dims, keepdim, np.amax)
     @staticmethod
     def backward(ctx, g): return _even_share(ctx, g), None, None
+    @staticmethod
+    def jvp(ctx, t, _, __): return _masked_sum(ctx, t, _even_mask(ctx))
 
 class Amin(Function):
     "amin(x, dims): dx = expand(g) * [x == amin(x)] / (number of tied minima in the slice)"
@@ -305,8 +347,10 @@ class Amin(Function):
     def forward(ctx, x, dims, keepdim): return _extreme_forward(ctx, x, dims, keepdim, np.amin)
     @staticmethod
     def backward(ctx, g): return _even_share(ctx, g), None, None
+    @staticmethod
+    def jvp(ctx, t, _, __): return _masked_sum(ctx, t, _even_mask(ctx))
 
-# %% ../nbs/13_reductions.ipynb #0e0edbc1
+# %% ../nbs/13_reductions.ipynb #6d72b1f4
 def _one_dim(input, dim, op, hint=''):
     "The one int dim that max/min(dim), argmax/argmin and cumsum take, as an axis of `input`."
     if isinstance(dim, (tuple, list)): raise TypeError(f"{op}(): takes one int dim, got dim={dim!r}.{hint}")
@@ -365,7 +409,7 @@ def amin(input:Tensor, # the tensor to reduce
 
 Tensor.max, Tensor.min, Tensor.amax, Tensor.amin = max, min, amax, amin
 
-# %% ../nbs/13_reductions.ipynb #39119be6
+# %% ../nbs/13_reductions.ipynb #6d4bed8e
 def _arg(input, dim, keepdim, pick, op):
     if dim is None:
         _nonempty(input, tuple(range(input.ndim)), op)
@@ -390,7 +434,7 @@ def argmin(input:Tensor, # the tensor to search
 
 Tensor.argmax, Tensor.argmin = argmax, argmin
 
-# %% ../nbs/13_reductions.ipynb #14b610d4
+# %% ../nbs/13_reductions.ipynb #800b580c
 class _Reciprocal(Function):
     "reciprocal(x): dx = -g * reciprocal(x)^2"
     @staticmethod
@@ -402,6 +446,11 @@ class _Reciprocal(Function):
         x, = ctx.saved_tensors
         r = _Reciprocal.apply(x)
         return g * r * r * -1.0
+    @staticmethod
+    def jvp(ctx, t):
+        x, = ctx.saved_tensors
+        r = _Reciprocal.apply(x)
+        return t * r * r * -1.0
 
 def _safe_reciprocal(t, zero:np.ndarray):
     "1 / t, with 0 where the boolean array `zero` is True: (1 / (t + zero)) * (1 - zero), all Tensor ops."
@@ -415,10 +464,14 @@ def _dof(shape, dims, correction):
     return d if d > 0 else 1
 
 def _again(fn, ctx, x, *args):
-    "A reduction's output (kept dims) inside its own backward: recomputed as a graph node under create_graph, else the cached array."
-    return fn.apply(x, *args, True) if is_grad_enabled() else Tensor(ctx.out_kept, _origin=x._origin)
+    "A reduction's output (kept dims) inside its own backward: recomputed as a graph node under create_graph (or when x carries a tangent, so that forward mode sees it), else the cached array."
+    return fn.apply(x, *args, True) if is_grad_enabled() or x._fw_grad is not None else Tensor(ctx.out_kept, _origin=x._origin)
 
-# %% ../nbs/13_reductions.ipynb #db131f0f
+def _again_jvp(fn, ctx, x, *args):
+    "The same inside a jvp rule: a graph node when x records one (so the tangent is differentiable), else the cached array."
+    return fn.apply(x, *args, True) if x.requires_grad and is_grad_enabled() else Tensor(ctx.out_kept, _origin=x._origin)
+
+# %% ../nbs/13_reductions.ipynb #ca1a47ee
 class Var(Function):
     "var(x, dims, c): dx = expand(g) * 2 (x - mean(x)) / (n - c)"
     @staticmethod
@@ -432,6 +485,11 @@ class Var(Function):
         dims = ctx.dims
         scale = 2.0 / _dof(x.shape, dims, ctx.correction)
         return _keep(g, x.shape, dims, ctx.keepdim) * scale * (x + Mean.apply(x, dims, True) * -1.0), None, None, None
+    @staticmethod
+    def jvp(ctx, t, *_):
+        x, = ctx.saved_tensors
+        scale = 2.0 / _dof(x.shape, ctx.dims, ctx.correction)
+        return Sum.apply(t * (x + Mean.apply(x, ctx.dims, True) * -1.0), ctx.dims, ctx.keepdim) * scale
 
 class Std(Function):
     "std(x, dims, c): dx = expand(g / std(x)) * (x - mean(x)) / (n - c), 0 where std(x) = 0"
@@ -449,8 +507,16 @@ class Std(Function):
         per_slice = _keep(g, x.shape, dims, ctx.keepdim) * _safe_reciprocal(s, ctx.out_kept == 0)
         scale = 1.0 / _dof(x.shape, dims, ctx.correction)
         return per_slice * scale * (x + Mean.apply(x, dims, True) * -1.0), None, None, None
+    @staticmethod
+    def jvp(ctx, t, *_):
+        x, = ctx.saved_tensors
+        dims = ctx.dims
+        s = _again_jvp(Std, ctx, x, dims, ctx.correction)
+        scale = 1.0 / _dof(x.shape, dims, ctx.correction)
+        slope = (x + Mean.apply(x, dims, True) * -1.0) * (_safe_reciprocal(s, ctx.out_kept == 0) * scale)
+        return Sum.apply(t * slope, dims, ctx.keepdim)
 
-# %% ../nbs/13_reductions.ipynb #0cdcf87a
+# %% ../nbs/13_reductions.ipynb #cff7221d
 def _var_args(input, dim, unbiased, correction, op):
     "dims and correction from PyTorch's var/std signatures: (dim, *, correction, keepdim) and the legacy (dim, unbiased, keepdim)."
     if isinstance(dim, bool): dim, unbiased = None, dim   # the legacy var(unbiased) form
@@ -489,7 +555,7 @@ def std(input:Tensor, # the tensor to reduce
 
 Tensor.var, Tensor.std = var, std
 
-# %% ../nbs/13_reductions.ipynb #01d35b7b
+# %% ../nbs/13_reductions.ipynb #e42295cd
 class _Exp(Function):
     "exp(x): dx = g * exp(x)"
     @staticmethod
@@ -500,6 +566,10 @@ class _Exp(Function):
     def backward(ctx, g):
         x, = ctx.saved_tensors
         return g * _Exp.apply(x)
+    @staticmethod
+    def jvp(ctx, t):
+        x, = ctx.saved_tensors
+        return t * _Exp.apply(x)
 
 class LogSumExp(Function):
     "logsumexp(x, dims): dx = expand(g) * exp(x - logsumexp(x))"
@@ -518,6 +588,11 @@ class LogSumExp(Function):
         x, = ctx.saved_tensors
         lse = _again(LogSumExp, ctx, x, ctx.dims)
         return _keep(g, x.shape, ctx.dims, ctx.keepdim) * _Exp.apply(x + lse * -1.0), None, None
+    @staticmethod
+    def jvp(ctx, t, _, __):
+        x, = ctx.saved_tensors
+        lse = _again_jvp(LogSumExp, ctx, x, ctx.dims)
+        return Sum.apply(t * _Exp.apply(x + lse * -1.0), ctx.dims, ctx.keepdim)
 
 def logsumexp(input:Tensor, # the tensor to reduce
               dim, # an int or a tuple of ints (required, as in PyTorch); () for all dims
@@ -528,7 +603,7 @@ def logsumexp(input:Tensor, # the tensor to reduce
 
 Tensor.logsumexp = logsumexp
 
-# %% ../nbs/13_reductions.ipynb #4af98e05
+# %% ../nbs/13_reductions.ipynb #7ec3fe0f
 def _norm2(a:np.ndarray, dims:tuple) -> np.ndarray:
     "The 2-norm over `dims` (kept as size 1), rescaled where the plain sum of squares overflows or underflows."
     with np.errstate(over='ignore', under='ignore'):
@@ -554,6 +629,11 @@ class Norm2(Function):
         x, = ctx.saved_tensors
         n = _again(Norm2, ctx, x, ctx.dims)
         return x * (_keep(g, x.shape, ctx.dims, ctx.keepdim) * _safe_reciprocal(n, ctx.out_kept == 0)), None, None
+    @staticmethod
+    def jvp(ctx, t, _, __):
+        x, = ctx.saved_tensors
+        n = _again_jvp(Norm2, ctx, x, ctx.dims)
+        return Sum.apply(t * (x * _safe_reciprocal(n, ctx.out_kept == 0)), ctx.dims, ctx.keepdim)
 
 class Norm1(Function):
     "norm1(x, dims): dx = expand(g) * sign(x)"
@@ -566,6 +646,8 @@ class Norm1(Function):
     def backward(ctx, g):
         x, = ctx.saved_tensors
         return _keep(g, x.shape, ctx.dims, ctx.keepdim) * Tensor(np.sign(x._data), _origin=g._origin), None, None
+    @staticmethod
+    def jvp(ctx, t, _, __): return _masked_sum(ctx, t, np.sign(ctx.saved_tensors[0]._data))
 
 class NormInf(Function):
     "norm_inf(x, dims, ±1): dx = expand(g) * sign(x) * [|x| == norm] / (number of ties)"
@@ -578,12 +660,18 @@ class NormInf(Function):
     @staticmethod
     def backward(ctx, g):
         x, = ctx.saved_tensors
-        a = x._data
-        hit = np.abs(a) == ctx.out_kept
-        mask = np.sign(a) * hit / np.sum(hit, axis=ctx.dims, keepdims=True, dtype=a.dtype)
-        return _keep(g, x.shape, ctx.dims, ctx.keepdim) * Tensor(mask, _origin=g._origin), None, None, None
+        return _keep(g, x.shape, ctx.dims, ctx.keepdim) * Tensor(_norm_inf_mask(ctx), _origin=g._origin), None, None, None
+    @staticmethod
+    def jvp(ctx, t, *_): return _masked_sum(ctx, t, _norm_inf_mask(ctx))
 
-# %% ../nbs/13_reductions.ipynb #8415e688
+def _norm_inf_mask(ctx) -> np.ndarray:
+    "sign(x) * [|x| == norm] / (number of ties in the slice): the local derivative of the inf-norms."
+    x, = ctx.saved_tensors
+    a = x._data
+    hit = np.abs(a) == ctx.out_kept
+    return np.sign(a) * hit / np.sum(hit, axis=ctx.dims, keepdims=True, dtype=a.dtype)
+
+# %% ../nbs/13_reductions.ipynb #8cfa4e28
 def norm(input:Tensor, # the tensor whose slices to measure
          p='fro', # 2 or 'fro' (the default), 1, inf or -inf
          dim=None, # an int, a tuple of ints, or None for all dims
@@ -612,7 +700,7 @@ def norm(input:Tensor, # the tensor whose slices to measure
 
 Tensor.norm = norm
 
-# %% ../nbs/13_reductions.ipynb #b2fb6ab5
+# %% ../nbs/13_reductions.ipynb #ebe6d968
 class Cumsum(Function):
     "cumsum(x, dim): dx = reverse_cumsum(g, dim)"
     @staticmethod
@@ -623,6 +711,8 @@ class Cumsum(Function):
         return np.cumsum(a, axis=dim, dtype=acc)
     @staticmethod
     def backward(ctx, g): return ReverseCumsum.apply(g, ctx.dim), None
+    @staticmethod
+    def jvp(ctx, t, _): return Cumsum.apply(t, ctx.dim)
 
 class ReverseCumsum(Function):
     "reverse_cumsum(x, dim): dx = cumsum(g, dim)"
@@ -633,6 +723,8 @@ class ReverseCumsum(Function):
         return np.flip(np.cumsum(np.flip(a, dim), axis=dim), dim) if a.ndim else a.copy()
     @staticmethod
     def backward(ctx, g): return Cumsum.apply(g, ctx.dim), None
+    @staticmethod
+    def jvp(ctx, t, _): return ReverseCumsum.apply(t, ctx.dim)
 
 def cumsum(input:Tensor, # the tensor to accumulate
            dim:int, # the dim to accumulate along

@@ -9,13 +9,13 @@ __all__ = ['Reshape', 'View', 'reshape', 'flatten', 'squeeze', 'unsqueeze', 'Per
            'movedim', 'broadcast_to', 'Pad', 'Narrow', 'narrow', 'pad', 'Cat', 'Split', 'cat', 'split', 'chunk',
            'Stack', 'Unbind', 'stack', 'unbind', 'Flip', 'Repeat', 'Triu', 'Tril', 'flip', 'triu', 'tril']
 
-# %% ../nbs/14_shape.ipynb #db6d3753
+# %% ../nbs/14_shape.ipynb #8ed9088d
 import math
 import warnings
 import numpy as np
 from .engine import *
 
-# %% ../nbs/14_shape.ipynb #9dcdc306
+# %% ../nbs/14_shape.ipynb #a659f0ec
 def _where(x) -> str: return f"shape {tuple(x.shape)}, {x.dtype}, made at {x.origin}"
 
 def _check_int(v, op:str, what:str):
@@ -48,7 +48,7 @@ def _int_args(args, op:str, what:str) -> tuple:
     for a in args: _check_int(a, op, what)
     return tuple(int(a) for a in args)
 
-# %% ../nbs/14_shape.ipynb #6bdfe9d0
+# %% ../nbs/14_shape.ipynb #4710e328
 def _resolve_shape(shape:tuple, x, op:str) -> tuple:
     "`shape` with its -1 inferred; RuntimeError when it cannot hold exactly x's elements."
     n, known, infer = x._data.size, 1, None
@@ -75,18 +75,20 @@ class Reshape(Function):
     "reshape(x, shape): dx = reshape(g, x.shape)"
     @staticmethod
     def forward(ctx, x, shape):
-        ctx.in_shape, a = x._data.shape, x._data
+        ctx.in_shape, ctx.shape, a = x._data.shape, shape, x._data
         if a.flags.c_contiguous: return view_of(x, a.reshape(shape))
         try: return view_of(x, np.reshape(a, shape, copy=False))
         except ValueError: return a.reshape(shape)    # no strided view exists: a copy, as torch.reshape makes
     @staticmethod
     def backward(ctx, g): return Reshape.apply(g, ctx.in_shape), None
+    @staticmethod
+    def jvp(ctx, t, _): return Reshape.apply(t, ctx.shape)
 
 class View(Function):
     "view(x, shape): dx = reshape(g, x.shape)"
     @staticmethod
     def forward(ctx, x, shape):
-        ctx.in_shape = x._data.shape
+        ctx.in_shape, ctx.shape = x._data.shape, shape
         try: return view_of(x, np.reshape(x._data, shape, copy=False))
         except ValueError:
             strides = tuple(s // x._data.itemsize for s in x._data.strides)
@@ -97,6 +99,8 @@ class View(Function):
                 f"or .contiguous().view(...).") from None
     @staticmethod
     def backward(ctx, g): return Reshape.apply(g, ctx.in_shape), None
+    @staticmethod
+    def jvp(ctx, t, _): return Reshape.apply(t, ctx.shape)
 
 def reshape(input:Tensor, *shape) -> Tensor:
     "`input`'s elements in row-major order, in a new `shape` (one size may be -1); a view when possible, else a copy."
@@ -110,7 +114,7 @@ def _view(self, *shape) -> Tensor:
 
 Tensor.reshape, Tensor.view = reshape, _view
 
-# %% ../nbs/14_shape.ipynb #a2fcd46d
+# %% ../nbs/14_shape.ipynb #1e29e829
 def flatten(input:Tensor, start_dim:int=0, end_dim:int=-1) -> Tensor:
     "Merge dims `start_dim`..`end_dim` (inclusive) into one; a 0-d tensor becomes 1-d."
     s = input.shape
@@ -137,7 +141,7 @@ def unsqueeze(input:Tensor, dim:int) -> Tensor:
 
 Tensor.flatten, Tensor.squeeze, Tensor.unsqueeze = flatten, squeeze, unsqueeze
 
-# %% ../nbs/14_shape.ipynb #dd782a23
+# %% ../nbs/14_shape.ipynb #c3560dfd
 class Permute(Function):
     "permute(x, dims): dx = permute(g, inverse(dims))"
     @staticmethod
@@ -149,6 +153,8 @@ class Permute(Function):
         inv = [0] * len(ctx.dims)
         for i, d in enumerate(ctx.dims): inv[d] = i
         return Permute.apply(g, tuple(inv)), None
+    @staticmethod
+    def jvp(ctx, t, _): return Permute.apply(t, ctx.dims)
 
 def permute(input:Tensor, *dims) -> Tensor:
     "The tensor with its dims reordered: dim `k` of the result is dim `dims[k]` of `input` (a view)."
@@ -209,7 +215,7 @@ def _T(self) -> Tensor:
 Tensor.permute, Tensor.transpose, Tensor.swapaxes, Tensor.t, Tensor.movedim = permute, transpose, swapaxes, t, movedim
 Tensor.mT, Tensor.T = property(_mT), property(_T)
 
-# %% ../nbs/14_shape.ipynb #e549ad65
+# %% ../nbs/14_shape.ipynb #f9b10ffc
 def broadcast_to(input:Tensor, size) -> Tensor:
     "`input` expanded to `size` without copying (PyTorch's name for `expand`; -1 keeps a dim)."
     size = _int_args((size,) if isinstance(size, (int, np.integer)) else tuple(size), 'broadcast_to', 'sizes')
@@ -234,7 +240,7 @@ def broadcast_to(input:Tensor, size) -> Tensor:
 
 Tensor.broadcast_to = broadcast_to
 
-# %% ../nbs/14_shape.ipynb #1cd124b0
+# %% ../nbs/14_shape.ipynb #9f530700
 class Pad(Function):
     "pad(x, widths, value): dx = pad(g, -widths, 0)"
     @staticmethod
@@ -246,15 +252,20 @@ class Pad(Function):
         return out
     @staticmethod
     def backward(ctx, g): return Pad.apply(g, tuple((-b, -e) for b, e in ctx.widths), 0), None, None
+    @staticmethod
+    def jvp(ctx, t, _, __): return Pad.apply(t, ctx.widths, 0)
 
 class Narrow(Function):
     "narrow(x, dim, start, length): dx = pad(g, (start, n - start - length) zeros along dim)"
     @staticmethod
     def forward(ctx, x, dim, start, length):
         ctx.widths = tuple((start, n - start - length) if i == dim else (0, 0) for i, n in enumerate(x._data.shape))
+        ctx.window = (dim, start, length)
         return view_of(x, x._data[(slice(None),) * dim + (slice(start, start + length),)])
     @staticmethod
     def backward(ctx, g): return Pad.apply(g, ctx.widths, 0), None, None, None
+    @staticmethod
+    def jvp(ctx, t, *_): return Narrow.apply(t, *ctx.window)
 
 def narrow(input:Tensor, dim:int, start:int, length:int) -> Tensor:
     "Indices `start`..`start+length-1` of dim `dim` (a view); a negative `start` counts from the end."
@@ -299,7 +310,7 @@ def pad(input:Tensor, # the tensor to pad
 
 Tensor.narrow = narrow
 
-# %% ../nbs/14_shape.ipynb #55859a59
+# %% ../nbs/14_shape.ipynb #e36732bc
 class Cat(Function):
     "cat(tensors, dim): dx_i = split(g, sizes, dim)[i]"
     @staticmethod
@@ -308,12 +319,14 @@ class Cat(Function):
         return np.concatenate([x._data for x in xs], axis=dim)
     @staticmethod
     def backward(ctx, g): return (None,) + Split.apply(g, ctx.dim, ctx.sizes)
+    @staticmethod
+    def jvp(ctx, _, *ts): return Cat.apply(ctx.dim, *ts)
 
 class Split(Function):
     "split(x, dim, sizes): dx = cat(g_1, ..., g_k, dim) (zeros for unused pieces)"
     @staticmethod
     def forward(ctx, x, dim, sizes):
-        ctx.dim, a, lead, o = dim, x._data, (slice(None),) * dim, 0
+        ctx.dim, ctx.sizes, a, lead, o = dim, sizes, x._data, (slice(None),) * dim, 0
         out = []
         for n in sizes:
             out.append(view_of(x, a[lead + (slice(o, o + n),)]))
@@ -321,6 +334,8 @@ class Split(Function):
         return tuple(out)
     @staticmethod
     def backward(ctx, *gs): return Cat.apply(ctx.dim, *gs), None, None
+    @staticmethod
+    def jvp(ctx, t, _, __): return Split.apply(t, ctx.dim, ctx.sizes)
 
 def _tensor_list(tensors, op:str) -> list:
     "The sequence of tensors a join op was given, or a TypeError saying what it got instead."
@@ -407,7 +422,7 @@ def chunk(input:Tensor, chunks:int, dim:int=0) -> tuple:
 
 Tensor.split, Tensor.chunk = split, chunk
 
-# %% ../nbs/14_shape.ipynb #6718b025
+# %% ../nbs/14_shape.ipynb #c4dae695
 class Stack(Function):
     "stack(tensors, dim): dx_i = unbind(g, dim)[i]"
     @staticmethod
@@ -416,6 +431,8 @@ class Stack(Function):
         return np.stack([x._data for x in xs], axis=dim)
     @staticmethod
     def backward(ctx, g): return (None,) + Unbind.apply(g, ctx.dim)
+    @staticmethod
+    def jvp(ctx, _, *ts): return Stack.apply(ctx.dim, *ts)
 
 class Unbind(Function):
     "unbind(x, dim): dx = stack(g_1, ..., g_n, dim) (zeros for unused slices)"
@@ -425,6 +442,8 @@ class Unbind(Function):
         return tuple(view_of(x, a[lead + (i, Ellipsis)]) for i in range(a.shape[dim]))
     @staticmethod
     def backward(ctx, *gs): return Stack.apply(ctx.dim, *gs), None
+    @staticmethod
+    def jvp(ctx, t, _): return Unbind.apply(t, ctx.dim)
 
 def stack(tensors, # a sequence of tensors of one shape and dtype
           dim:int=0) -> Tensor:
@@ -445,7 +464,7 @@ def unbind(input:Tensor, dim:int=0) -> tuple:
 
 Tensor.unbind = unbind
 
-# %% ../nbs/14_shape.ipynb #8b205e56
+# %% ../nbs/14_shape.ipynb #ab31e0ae
 class Flip(Function):
     "flip(x, dims): dx = flip(g, dims)"
     @staticmethod
@@ -454,6 +473,8 @@ class Flip(Function):
         return np.flip(x._data, dims).copy()   # a copy, as torch.flip makes: PyTorch has no negative strides
     @staticmethod
     def backward(ctx, g): return Flip.apply(g, ctx.dims), None
+    @staticmethod
+    def jvp(ctx, t, _): return Flip.apply(t, ctx.dims)
 
 class Repeat(Function):
     "repeat(x, reps): dx = reshape(sum_to(reshape(g, (r0, n0, r1, n1, ...)), (1, n0, 1, n1, ...)), x.shape)"
@@ -468,6 +489,8 @@ class Repeat(Function):
         tiles = tuple(v for r, n in zip(ctx.reps, full) for v in (r, n))
         once = tuple(v for n in full for v in (1, n))
         return Reshape.apply(Reshape.apply(g, tiles).sum_to_size(once), ctx.in_shape), None
+    @staticmethod
+    def jvp(ctx, t, _): return Repeat.apply(t, ctx.reps)
 
 class Triu(Function):
     "triu(x, k): dx = triu(g, k)"
@@ -477,6 +500,8 @@ class Triu(Function):
         return np.triu(x._data, k)
     @staticmethod
     def backward(ctx, g): return Triu.apply(g, ctx.k), None
+    @staticmethod
+    def jvp(ctx, t, _): return Triu.apply(t, ctx.k)
 
 class Tril(Function):
     "tril(x, k): dx = tril(g, k)"
@@ -486,6 +511,8 @@ class Tril(Function):
         return np.tril(x._data, k)
     @staticmethod
     def backward(ctx, g): return Tril.apply(g, ctx.k), None
+    @staticmethod
+    def jvp(ctx, t, _): return Tril.apply(t, ctx.k)
 
 def flip(input:Tensor, *dims) -> Tensor:
     "A copy of `input` with the order reversed along each of `dims`."

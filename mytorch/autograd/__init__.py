@@ -7,14 +7,14 @@ Docs: https://mytorch-book.github.io/mytorch/autograd.html.md"""
 # %% auto #0
 __all__ = ['backward', 'gradient_rules']
 
-# %% ../../nbs/17_autograd.ipynb #b9bd8608
+# %% ../../nbs/17_autograd.ipynb #09f1d6cc
 from ..engine import (Function, Node, Tensor, grad, gradgradcheck, no_grad, enable_grad,
                             set_grad_enabled, is_grad_enabled, run_backward)
 from ..gradient_check import gradcheck, GradcheckError
 from ..creation import Variable
 import mytorch.elementwise, mytorch.reductions, mytorch.shape, mytorch.indexing, mytorch.linalg  # every op, so the table is complete
 
-# %% ../../nbs/17_autograd.ipynb #be19a9fd
+# %% ../../nbs/17_autograd.ipynb #38245508
 def backward(tensors, # an output tensor, or a sequence of them
              grad_tensors=None, # d(loss)/d(output) for each; may be None for one-element outputs
              retain_graph:bool=None, # keep the graph for another backward (default: create_graph)
@@ -40,7 +40,7 @@ def backward(tensors, # an output tensor, or a sequence of them
     run_backward(tensors, tuple(seeds), retain_graph=create_graph if retain_graph is None else retain_graph,
                  create_graph=create_graph)
 
-# %% ../../nbs/17_autograd.ipynb #07a3b192
+# %% ../../nbs/17_autograd.ipynb #f617d484
 def gradient_rules() -> list:
     "(module, Function name, rule) for every Function in mytorch, from their docstrings, in book order."
     found, stack = [], list(Function.__subclasses__())
