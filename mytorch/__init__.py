@@ -1,12 +1,9 @@
-"""MyTorch: a deep-learning framework written as a book.
+"""A deep-learning framework written as a book: PyTorch's API, derived and tested from scratch.
 
-This file is the one hand-written module of the package (every other module is
-generated from a chapter in `nbs/` by `nbdev-export`). It must not import NumPy:
-`import mytorch.scalar` runs this file first and has to work with nothing installed.
-The NumPy-backed names (`mytorch.tensor`, `mytorch.no_grad`, ...) are looked up on first
-use by the module-level `__getattr__` below (PEP 562), which imports the tensor chapters'
-modules in book order, so that every method they add to `Tensor` is in place.
-"""
+Modules:
+
+- `mytorch.nn.functional`: mytorch.nn.functional: the functional forms of the ops and layers, at PyTorch's address."""
+
 __version__ = "0.1.0"
 
 from .scalar import Value
@@ -24,7 +21,10 @@ _TENSOR_MODULES = (
 )
 # Submodules reachable as attributes (`mytorch.kernels`) without an explicit import.
 _SUBMODULES = {"kernels", "engine", "scalar", "scalar_nn", "gradient_check", "creation", "elementwise", "reductions",
-               "shape", "indexing", "linalg", "autograd", "utils", "datasets", "nn", "optim"}
+               "shape", "indexing", "linalg", "autograd", "utils", "datasets", "nn", "optim",
+               "serialization", "training"}
+# Top-level names from modules outside Part II, as in PyTorch (torch.save / torch.load).
+_OTHER_NAMES = {"save": "mytorch.serialization", "load": "mytorch.serialization", "erf": "mytorch.nn.activation"}
 
 
 def _load_tensor_modules():
@@ -38,6 +38,9 @@ def __getattr__(name):
     import importlib
     if name in _SUBMODULES:
         return importlib.import_module(f"mytorch.{name}")
+    if name in _OTHER_NAMES:
+        obj = globals()[name] = getattr(importlib.import_module(_OTHER_NAMES[name]), name)
+        return obj
     modules = _load_tensor_modules()
     aliases = modules[0].dtype_aliases
     if name in aliases:

@@ -9,14 +9,14 @@ __all__ = ['Sum', 'sum', 'Mean', 'mean', 'ProdOthers', 'Prod', 'prod', 'return_t
            'min', 'amax', 'amin', 'argmax', 'argmin', 'Var', 'Std', 'var', 'std', 'LogSumExp', 'logsumexp', 'Norm2',
            'Norm1', 'NormInf', 'norm', 'Cumsum', 'ReverseCumsum', 'cumsum']
 
-# %% ../nbs/13_reductions.ipynb #9d259154
+# %% ../nbs/13_reductions.ipynb #d15b30c2
 import builtins
 import math
 from collections import namedtuple
 import numpy as np
 from .engine import *
 
-# %% ../nbs/13_reductions.ipynb #ceee251a
+# %% ../nbs/13_reductions.ipynb #a83bc3c5
 def _describe(x) -> str:
     "Shape, dtype and origin of `x`, for error messages."
     return f"shape {tuple(x.shape)}, {x.dtype}, made at {x.origin}"
@@ -53,7 +53,7 @@ def _count(shape, dims) -> int:
     "How many elements each output of a reduction over `dims` combines."
     return math.prod(shape[d] for d in dims)
 
-# %% ../nbs/13_reductions.ipynb #d813a203
+# %% ../nbs/13_reductions.ipynb #cf493179
 class _Reshape(Function):
     "reshape(x, shape): dx = reshape(g, x.shape)"
     @staticmethod
@@ -76,7 +76,7 @@ def _unreduce(g, shape, dims, keepdim):
     g = _keep(g, shape, dims, keepdim)
     return g if g.shape == tuple(shape) else Expand.apply(g, tuple(shape))
 
-# %% ../nbs/13_reductions.ipynb #c5f3c8c9
+# %% ../nbs/13_reductions.ipynb #1a598540
 class _Cast(Function):
     "cast(x, dtype): dx = cast(g, x.dtype)"
     @staticmethod
@@ -99,7 +99,7 @@ def _accumulator(x):
     "The dtype that sum, prod and cumsum give: int64 for integer and bool tensors (as in PyTorch), else None."
     return int64 if x._data.dtype.kind in 'iub' else None
 
-# %% ../nbs/13_reductions.ipynb #a03da8eb
+# %% ../nbs/13_reductions.ipynb #685df792
 class Sum(Function):
     "sum(x, dims): dx = expand(g, x.shape), with the reduced dims reinserted first"
     @staticmethod
@@ -121,7 +121,7 @@ def sum(input:Tensor, # the tensor to reduce
 
 Tensor.sum = sum
 
-# %% ../nbs/13_reductions.ipynb #cb85881f
+# %% ../nbs/13_reductions.ipynb #7181c13a
 class Mean(Function):
     "mean(x, dims): dx = expand(g, x.shape) / n, n = the number of elements averaged"
     @staticmethod
@@ -162,7 +162,7 @@ def mean(input:Tensor, # the tensor to average
 
 Tensor.mean = mean
 
-# %% ../nbs/13_reductions.ipynb #fb3536e6
+# %% ../nbs/13_reductions.ipynb #1e3f48f3
 def _to_last(a:np.ndarray, dims:tuple) -> np.ndarray:
     "`a` with `dims` moved to the end and merged into one axis."
     k = len(dims)
@@ -246,7 +246,7 @@ def prod(input:Tensor, # the tensor to multiply out
 
 Tensor.prod = prod
 
-# %% ../nbs/13_reductions.ipynb #aa5e8be9
+# %% ../nbs/13_reductions.ipynb #eb0229c1
 class return_types:
     "PyTorch's named tuples for reductions that return values and indices: `values, indices = x.max(1)`."
     max = namedtuple('max', ['values', 'indices'], module='mytorch.return_types')
@@ -262,7 +262,7 @@ def _nonempty(x, dims, op):
     raise RuntimeError(f"{op}(): dim {d} has size 0 ({_describe(x)}), and the {op} of no elements is undefined. "
                        "Reduce over a non-empty dim, or check for an empty input first.")
 
-# %% ../nbs/13_reductions.ipynb #47cee9de
+# %% ../nbs/13_reductions.ipynb #83a861fd
 def _select_forward(ctx, x, dim, keepdim, pick):
     "(values, indices) of the element `pick` (np.argmax or np.argmin) chooses along `dim`."
     a = x._data
@@ -310,7 +310,7 @@ class MinDim(Function):
     @staticmethod
     def jvp(ctx, t, _, __): return _select_jvp(ctx, t)
 
-# %% ../nbs/13_reductions.ipynb #e7ba1b4f
+# %% ../nbs/13_reductions.ipynb #7b5f4d57
 def _extreme_forward(ctx, x, dims, keepdim, reduce):
     ctx.dims, ctx.keepdim = dims, keepdim
     ctx.save_for_backward(x)
@@ -350,7 +350,7 @@ class Amin(Function):
     @staticmethod
     def jvp(ctx, t, _, __): return _masked_sum(ctx, t, _even_mask(ctx))
 
-# %% ../nbs/13_reductions.ipynb #6d72b1f4
+# %% ../nbs/13_reductions.ipynb #5a2d6946
 def _one_dim(input, dim, op, hint=''):
     "The one int dim that max/min(dim), argmax/argmin and cumsum take, as an axis of `input`."
     if isinstance(dim, (tuple, list)): raise TypeError(f"{op}(): takes one int dim, got dim={dim!r}.{hint}")
@@ -409,7 +409,7 @@ def amin(input:Tensor, # the tensor to reduce
 
 Tensor.max, Tensor.min, Tensor.amax, Tensor.amin = max, min, amax, amin
 
-# %% ../nbs/13_reductions.ipynb #6d4bed8e
+# %% ../nbs/13_reductions.ipynb #10d5b01d
 def _arg(input, dim, keepdim, pick, op):
     if dim is None:
         _nonempty(input, tuple(range(input.ndim)), op)
@@ -434,7 +434,7 @@ def argmin(input:Tensor, # the tensor to search
 
 Tensor.argmax, Tensor.argmin = argmax, argmin
 
-# %% ../nbs/13_reductions.ipynb #800b580c
+# %% ../nbs/13_reductions.ipynb #08b79ae7
 class _Reciprocal(Function):
     "reciprocal(x): dx = -g * reciprocal(x)^2"
     @staticmethod
@@ -471,7 +471,7 @@ def _again_jvp(fn, ctx, x, *args):
     "The same inside a jvp rule: a graph node when x records one (so the tangent is differentiable), else the cached array."
     return fn.apply(x, *args, True) if x.requires_grad and is_grad_enabled() else Tensor(ctx.out_kept, _origin=x._origin)
 
-# %% ../nbs/13_reductions.ipynb #ca1a47ee
+# %% ../nbs/13_reductions.ipynb #e60ce62a
 class Var(Function):
     "var(x, dims, c): dx = expand(g) * 2 (x - mean(x)) / (n - c)"
     @staticmethod
@@ -516,7 +516,7 @@ class Std(Function):
         slope = (x + Mean.apply(x, dims, True) * -1.0) * (_safe_reciprocal(s, ctx.out_kept == 0) * scale)
         return Sum.apply(t * slope, dims, ctx.keepdim)
 
-# %% ../nbs/13_reductions.ipynb #cff7221d
+# %% ../nbs/13_reductions.ipynb #9793bf97
 def _var_args(input, dim, unbiased, correction, op):
     "dims and correction from PyTorch's var/std signatures: (dim, *, correction, keepdim) and the legacy (dim, unbiased, keepdim)."
     if isinstance(dim, bool): dim, unbiased = None, dim   # the legacy var(unbiased) form
@@ -555,7 +555,7 @@ def std(input:Tensor, # the tensor to reduce
 
 Tensor.var, Tensor.std = var, std
 
-# %% ../nbs/13_reductions.ipynb #e42295cd
+# %% ../nbs/13_reductions.ipynb #32469c2e
 class _Exp(Function):
     "exp(x): dx = g * exp(x)"
     @staticmethod
@@ -603,7 +603,7 @@ def logsumexp(input:Tensor, # the tensor to reduce
 
 Tensor.logsumexp = logsumexp
 
-# %% ../nbs/13_reductions.ipynb #7ec3fe0f
+# %% ../nbs/13_reductions.ipynb #af3dfb1b
 def _norm2(a:np.ndarray, dims:tuple) -> np.ndarray:
     "The 2-norm over `dims` (kept as size 1), rescaled where the plain sum of squares overflows or underflows."
     with np.errstate(over='ignore', under='ignore'):
@@ -671,7 +671,7 @@ def _norm_inf_mask(ctx) -> np.ndarray:
     hit = np.abs(a) == ctx.out_kept
     return np.sign(a) * hit / np.sum(hit, axis=ctx.dims, keepdims=True, dtype=a.dtype)
 
-# %% ../nbs/13_reductions.ipynb #8cfa4e28
+# %% ../nbs/13_reductions.ipynb #b3829f48
 def norm(input:Tensor, # the tensor whose slices to measure
          p='fro', # 2 or 'fro' (the default), 1, inf or -inf
          dim=None, # an int, a tuple of ints, or None for all dims
@@ -686,7 +686,7 @@ def norm(input:Tensor, # the tensor whose slices to measure
     if isinstance(p, str):
         if p != 'fro':
             raise NotImplementedError(f"norm(): p={p!r} is not supported; use p='fro', 2, 1, inf or -inf.")
-        if dim is not None and len(dims) > 2:
+        if dim is not None and dim != () and len(dims) > 2:   # dim=() means all dims, as in torch
             raise RuntimeError(f"norm(): 'fro' is a matrix norm over at most 2 dims, got dim={dim!r}. "
                                "For the 2-norm of all the elements over more dims, use p=2.")
         p = 2
@@ -700,7 +700,7 @@ def norm(input:Tensor, # the tensor whose slices to measure
 
 Tensor.norm = norm
 
-# %% ../nbs/13_reductions.ipynb #ebe6d968
+# %% ../nbs/13_reductions.ipynb #55348f35
 class Cumsum(Function):
     "cumsum(x, dim): dx = reverse_cumsum(g, dim)"
     @staticmethod

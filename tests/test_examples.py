@@ -1,0 +1,36 @@
+"""The examples run as a reader would run them (quick settings), and print what they claim."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(script, *args, timeout=600):
+    r = subprocess.run([sys.executable, str(ROOT / "examples" / script), *args], capture_output=True, text=True,
+                       timeout=timeout, cwd=ROOT)
+    assert r.returncode == 0, f"{script} failed:\n{r.stdout}\n{r.stderr}"
+    return r.stdout
+
+
+def test_pytorch_equivalence_passes_all_fifteen_checks():
+    pytest.importorskip("torch")
+    out = run("pytorch_equivalence.py")
+    assert "15/15 checks pass at 1e-10 in float64" in out, out
+    assert "FAIL" not in out
+
+
+def test_moons_demo_learns(tmp_path):
+    out = run("moons_demo.py", "--quick", "--plot", str(tmp_path / "moons.png"))
+    last = [l for l in out.splitlines() if l.startswith("step")][-1]
+    assert float(last.split("accuracy")[1].strip().rstrip("%")) >= 80, out
+    assert (tmp_path / "moons.png").stat().st_size > 10_000
+
+
+def test_digits_classifier_quick_run():
+    pytest.importorskip("sklearn")
+    out = run("digits_classifier.py", "--quick")
+    acc = float(out.strip().splitlines()[-1].split(":")[1].split("%")[0])
+    assert acc > 70, out   # chance is 10%
