@@ -9,7 +9,7 @@ __all__ = ['LinearFunction', 'linear', 'Linear', 'UninitializedParameter', 'Iden
            'dropout', 'Dropout', 'EmbeddingFunction', 'EmbeddingBackward', 'embedding', 'Embedding', 'Sequential',
            'ModuleList', 'ModuleDict']
 
-# %% ../../nbs/22_layers.ipynb #d4d79453
+# %% ../../nbs/22_layers.ipynb #d9065aef
 import math
 import numbers
 import operator
@@ -26,7 +26,7 @@ from ..linalg import MatMul
 from .module import Module, Parameter
 from . import init
 
-# %% ../../nbs/22_layers.ipynb #8de056b9
+# %% ../../nbs/22_layers.ipynb #25ca21de
 class LinearFunction(Function):
     "linear(x, W, b) = x @ W.T + b: dx = g @ W, dW = g.T @ x (leading dims of x and g flattened), db = g summed over leading dims"
     @staticmethod
@@ -70,7 +70,7 @@ class _LinearWeightGrad(Function):
         g, x = ctx.saved_tensors
         return _LinearWeightGrad.apply(tg, x) + _LinearWeightGrad.apply(g, tx)
 
-# %% ../../nbs/22_layers.ipynb #cbce6b22
+# %% ../../nbs/22_layers.ipynb #68caf8dc
 def _describe(t) -> str: return f"shape {t.shape}, {t.dtype}, made at {t.origin}"
 
 def _check_linear(input, weight, bias, who):
@@ -104,7 +104,7 @@ def linear(input:Tensor, # (..., in_features)
     _check_linear(input, weight, bias, 'linear')
     return LinearFunction.apply(input, weight, bias)
 
-# %% ../../nbs/22_layers.ipynb #d344df3a
+# %% ../../nbs/22_layers.ipynb #f7be1278
 def _features(n, what:str, layer:str):
     "A feature count as an int >= 0 (None stays None, for a lazy input size)."
     if n is None: return None
@@ -169,7 +169,7 @@ class Linear(Module):
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
-# %% ../../nbs/22_layers.ipynb #55790af0
+# %% ../../nbs/22_layers.ipynb #1ab8178d
 _UNINITIALIZED = ("it belongs to a lazy layer (such as Linear(out_features)) whose input size is set by its first "
                   "input, and the layer has not seen one yet. Run one batch through the model first, "
                   "e.g. model(x[:1]), then use, count or load its parameters.")
@@ -208,7 +208,7 @@ def _infer_in_features(self:Linear, input):
 
 Linear._infer_in_features = _infer_in_features
 
-# %% ../../nbs/22_layers.ipynb #fa1c44a8
+# %% ../../nbs/22_layers.ipynb #0fae7e93
 class Identity(Module):
     "Returns its input unchanged; constructor arguments are accepted and ignored, as in PyTorch."
     def __init__(self, *args, **kwargs): super().__init__()
@@ -263,7 +263,7 @@ class Unflatten(Module):
     def forward(self, input:Tensor) -> Tensor: return unflatten(input, self.dim, self.unflattened_size)
     def extra_repr(self) -> str: return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
 
-# %% ../../nbs/22_layers.ipynb #754fb3a8
+# %% ../../nbs/22_layers.ipynb #79b0c017
 def _check_p(p):
     if isinstance(p, bool) or not isinstance(p, numbers.Real):
         raise TypeError(f"dropout probability must be a number in [0, 1], got {type(p).__name__} {p!r}.")
@@ -299,7 +299,7 @@ class Dropout(Module):
         return dropout(input, self.p, self.training, self.inplace, generator=self.generator)
     def extra_repr(self) -> str: return f"p={self.p}, inplace={self.inplace}"
 
-# %% ../../nbs/22_layers.ipynb #1505805e
+# %% ../../nbs/22_layers.ipynb #485b9c21
 class EmbeddingFunction(Function):
     "embedding(W, idx)[s] = W[idx[s]]: dW[r] = sum of g[s] over the positions s with idx[s] = r (0 for the padding row)"
     @staticmethod
@@ -333,7 +333,7 @@ class EmbeddingBackward(Function):
     @staticmethod
     def jvp(ctx, tg, _, __, ___): return EmbeddingBackward.apply(tg, ctx.idx, ctx.num, ctx.padding_idx)
 
-# %% ../../nbs/22_layers.ipynb #9bdc906a
+# %% ../../nbs/22_layers.ipynb #1cfc2736
 def _padding_index(padding_idx, num:int, who:str):
     "padding_idx in [0, num), negative ones counted from the end; None stays None."
     if padding_idx is None: return None
@@ -439,7 +439,7 @@ class Embedding(Module):
         return cls(rows, cols, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
                    _weight=embeddings, _freeze=freeze)
 
-# %% ../../nbs/22_layers.ipynb #ca94d389
+# %% ../../nbs/22_layers.ipynb #ddedc153
 def _index(module, idx, n:int) -> int:
     "An integer position in [0, n), negative ones counted from the end, as the containers index."
     try: i = operator.index(idx)
@@ -527,7 +527,7 @@ class Sequential(Module):
             raise ValueError(f"add operator supports only objects of Sequential class, but {type(other)} is given.")
         return self.extend(list(other))
 
-# %% ../../nbs/22_layers.ipynb #daf19c7c
+# %% ../../nbs/22_layers.ipynb #753c0516
 class ModuleList(Module):
     "A list of modules, registered as children '0', '1', ...: indexable, sliceable and iterable; no forward of its own."
     def __init__(self, modules:Iterable=None):
