@@ -51,6 +51,8 @@ nbtest: $(BIN)/.test-installed
 pytest: $(BIN)/.test-installed
 	$(BIN)/python -m pytest
 
+# One BLAS thread per process: nbdev-test already runs two notebooks at a time on two cores.
+test: export OPENBLAS_NUM_THREADS := 1
 test: $(BIN)/.test-installed
 	$(MAKE) check-clean
 	$(MAKE) nbtest

@@ -11,12 +11,12 @@ __all__ = ['float16', 'float32', 'float64', 'int8', 'int16', 'int32', 'int64', '
            'set_broadcast_policy', 'get_broadcast_policy', 'Add', 'Mul', 'run_backward', 'grad', 'gradgradcheck',
            'dual_level', 'make_dual', 'unpack_dual', 'jvpcheck']
 
-# %% ../nbs/10_tensor.ipynb #fbe38d21
+# %% ../nbs/10_tensor.ipynb #36aa0f5c
 import os
 import sys
 import numpy as np
 
-# %% ../nbs/10_tensor.ipynb #876bb382
+# %% ../nbs/10_tensor.ipynb #cdc9abdf
 class _GradMode:
     __slots__ = ('enabled',)
     def __init__(self): self.enabled = True
@@ -58,7 +58,7 @@ class enable_grad(set_grad_enabled):
     "Context manager and decorator: ops inside record a graph, even within `no_grad`."
     def __init__(self): super().__init__(True)
 
-# %% ../nbs/10_tensor.ipynb #624abdab
+# %% ../nbs/10_tensor.ipynb #57b194f1
 _LIB_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep if '__file__' in globals() else '\0'
 _getframe = sys._getframe
 
@@ -74,13 +74,13 @@ def _format_origin(origin) -> str:
     code, line = origin
     return f"{os.path.basename(code.co_filename)}:{line} in {code.co_name}"
 
-# %% ../nbs/10_tensor.ipynb #574ee0cd
+# %% ../nbs/10_tensor.ipynb #2f63b2f6
 class _Version:
     "A mutable counter shared by a tensor and its views."
     __slots__ = ('value',)
     def __init__(self): self.value = 0
 
-# %% ../nbs/10_tensor.ipynb #cd3d5948
+# %% ../nbs/10_tensor.ipynb #9b796720
 float16, float32, float64 = np.dtype('float16'), np.dtype('float32'), np.dtype('float64')
 int8, int16, int32, int64, uint8 = (np.dtype(n) for n in ('int8', 'int16', 'int32', 'int64', 'uint8'))
 bool_ = np.dtype('bool')
@@ -104,7 +104,7 @@ def set_default_dtype(d):
     if d.kind != 'f': raise TypeError(f"the default dtype must be a floating-point dtype, got {d}.")
     _default.dtype = d
 
-# %% ../nbs/10_tensor.ipynb #cb1d82dd
+# %% ../nbs/10_tensor.ipynb #26559986
 class Tensor:
     "An n-dimensional array that can record the operations made on it, for backward."
     __slots__ = ('_data', 'requires_grad', 'grad', 'grad_fn', '_output_nr', '_version', '_origin',
@@ -201,7 +201,7 @@ class Tensor:
         self._retains_grad = True
         self.grad_fn._retained[self._output_nr] = self
 
-# %% ../nbs/10_tensor.ipynb #860b8845
+# %% ../nbs/10_tensor.ipynb #bee5e4f7
 def _format_array(a:np.ndarray) -> str:
     if a.dtype.kind == 'f':
         body = np.array2string(a, separator=', ', precision=4, suppress_small=False,
@@ -220,7 +220,7 @@ def _tensor_repr(self):
 
 Tensor.__repr__ = _tensor_repr
 
-# %% ../nbs/10_tensor.ipynb #454e138c
+# %% ../nbs/10_tensor.ipynb #c005c7e2
 def _infer_dtype(data):
     "PyTorch's rule for the dtype of `tensor(data)` when none is given."
     if isinstance(data, np.ndarray) or isinstance(data, np.generic): return data.dtype
@@ -245,7 +245,7 @@ def tensor(data, # a number, a nested list of numbers, a NumPy array or a Tensor
                         "Nested lists must be rectangular (every row the same length).") from None
     return Tensor(arr, requires_grad=requires_grad, _origin=_user_origin())
 
-# %% ../nbs/10_tensor.ipynb #fd87dd3e
+# %% ../nbs/10_tensor.ipynb #cb239cae
 class Node:
     "The record of one op in the graph: PyTorch's `ctx`, and the `grad_fn` of the op's outputs."
     __slots__ = ('fn', 'edges', 'needs_input_grad', '_saved', '_versions', '_released', 'n_outputs',
@@ -303,7 +303,7 @@ class Node:
         self._saved = self._versions = None
         self._released = True
 
-# %% ../nbs/10_tensor.ipynb #9db46149
+# %% ../nbs/10_tensor.ipynb #b1956ca4
 def _edge(t):
     "Where the gradient for input `t` goes: (node, output_nr), (leaf, 0), or None."
     if not isinstance(t, Tensor) or not t.requires_grad: return None
@@ -332,15 +332,16 @@ class Function:
         try: raw = cls.forward(ctx, *args)
         finally: _grad_mode.enabled = was_enabled
         multi = isinstance(raw, tuple)
-        outs = tuple(_wrap_output(r, origin) for r in (raw if multi else (raw,)))
+        raws = raw if multi else (raw,)
+        outs = tuple(_wrap_output(r, origin) for r in raws)
         if record:
             ctx.edges = tuple(_edge(a) for a in args)
             ctx.needs_input_grad = tuple(e is not None for e in ctx.edges)
             ctx.n_outputs, ctx._origin = len(outs), origin
             ctx._out_meta = tuple((o.shape, o.dtype) for o in outs)
-            nd = ctx._non_differentiable
-            for i, o in enumerate(outs):
-                if o._data.dtype.kind == 'f' and not any(o is t for t in nd):
+            nd = {id(t) for t in ctx._non_differentiable}   # forward's own outputs, before wrapping
+            for i, (o, r) in enumerate(zip(outs, raws)):
+                if o._data.dtype.kind == 'f' and id(r) not in nd:
                     o.grad_fn, o._output_nr, o.requires_grad = ctx, i, True
         if _forward_ad.level: _push_tangents(cls, ctx, args, outs)
         return outs if multi else outs[0]
@@ -359,7 +360,7 @@ def view_of(base:Tensor, arr:np.ndarray) -> Tensor:
     out._version = base._version
     return out
 
-# %% ../nbs/10_tensor.ipynb #2e1738d8
+# %% ../nbs/10_tensor.ipynb #be71a4fb
 def _sum_axes(shape:tuple, target:tuple) -> tuple:
     "The axes of `shape` to sum over to get `target` (the adjoint of broadcasting `target` to `shape`)."
     lead = len(shape) - len(target)
@@ -388,7 +389,7 @@ class SumTo(Function):
     @staticmethod
     def jvp(ctx, t, _): return SumTo.apply(t, ctx.shape)
 
-# %% ../nbs/10_tensor.ipynb #712a6f25
+# %% ../nbs/10_tensor.ipynb #37446601
 class BroadcastError(ValueError):
     "Operand shapes cannot broadcast, or (under the strict policy) would broadcast ambiguously."
 
@@ -436,7 +437,7 @@ def _broadcast_check(a:Tensor, b:Tensor, verb:str):
         + " or ".join(map(str, options)) + " to say which axes it runs along.\n"
         f"  Or opt into NumPy's rules: mytorch.set_broadcast_policy(\"numpy\").")
 
-# %% ../nbs/10_tensor.ipynb #c6fc45f8
+# %% ../nbs/10_tensor.ipynb #88da5aa5
 def _operands(a, b, verb:str):
     "Both operands as Tensors, checked for broadcasting; None if `b` is not a Tensor or a number."
     if not isinstance(b, Tensor):
@@ -450,7 +451,7 @@ def _operands(a, b, verb:str):
         _broadcast_check(a, b, verb)
     return a, b
 
-# %% ../nbs/10_tensor.ipynb #b043c17c
+# %% ../nbs/10_tensor.ipynb #c6b0584a
 class Add(Function):
     "a + b: da = g, db = g"
     @staticmethod
@@ -508,7 +509,7 @@ def _sum_to(self, *shape) -> Tensor:
 
 Tensor.expand, Tensor.sum_to_size = _expand, _sum_to
 
-# %% ../nbs/10_tensor.ipynb #46c2d0c9
+# %% ../nbs/10_tensor.ipynb #9af237f6
 def _topological_nodes(roots) -> list:
     "Nodes reachable from `roots`, each before every node that consumes its outputs... reversed: inputs first."
     order, seen = [], set()
@@ -611,7 +612,7 @@ def _deliver(leaf, g, create_graph):
     elif create_graph: leaf.grad = leaf.grad + g
     else: leaf.grad = Tensor(leaf.grad._data + g._data, _origin=leaf._origin)
 
-# %% ../nbs/10_tensor.ipynb #7ed639e8
+# %% ../nbs/10_tensor.ipynb #3823dfec
 def _backward(self,
               gradient:Tensor=None, # d(loss)/d(self); may be omitted for a one-element tensor
               retain_graph:bool=None, # keep the graph for another backward (default: create_graph)
@@ -636,7 +637,7 @@ def _backward(self,
 
 Tensor.backward = _backward
 
-# %% ../nbs/10_tensor.ipynb #f8a11d25
+# %% ../nbs/10_tensor.ipynb #4df332e4
 def grad(outputs, # a tensor or a sequence of tensors to differentiate
          inputs, # the tensors to differentiate with respect to
          grad_outputs=None, # d(loss)/d(output) for each output; ones for one-element outputs if None
@@ -670,7 +671,7 @@ def grad(outputs, # a tensor or a sequence of tensors to differentiate
                                "outputs. Pass allow_unused=True to get None for it.")
     return tuple(res)
 
-# %% ../nbs/10_tensor.ipynb #421a13c2
+# %% ../nbs/10_tensor.ipynb #9bde4d8f
 def gradgradcheck(f, # function of the inputs returning one tensor
                   inputs, # float64 tensors; those with requires_grad are checked
                   seed:int=0, # seeds the fixed direction v
@@ -704,7 +705,7 @@ def gradgradcheck(f, # function of the inputs returning one tensor
             ok = False
     return ok
 
-# %% ../nbs/10_tensor.ipynb #61d09a8c
+# %% ../nbs/10_tensor.ipynb #9e2bce4b
 import weakref
 from collections import namedtuple
 
@@ -772,7 +773,7 @@ def _push_tangents(cls, ctx, args, outs):
         o._fw_grad = t
         _register_dual(o)
 
-# %% ../nbs/10_tensor.ipynb #533b528c
+# %% ../nbs/10_tensor.ipynb #9888638a
 def jvpcheck(f, # function of the inputs returning one tensor
              inputs, # float64 tensors
              seed:int=0, # seeds the random directions u and v

@@ -34,3 +34,15 @@ def test_digits_classifier_quick_run():
     out = run("digits_classifier.py", "--quick")
     acc = float(out.strip().splitlines()[-1].split(":")[1].split("%")[0])
     assert acc > 70, out   # chance is 10%
+
+
+def test_digits_cnn_quick_run():
+    pytest.importorskip("sklearn")
+    out = run("digits_cnn.py", "--quick")
+    assert "validation accuracy" in out and "parameters" in out, out
+
+
+def test_tiny_transformer_quick_run():
+    out = run("tiny_transformer.py", "--quick")
+    tok = float(out.split("validation token accuracy ")[-1].split("%")[0])
+    assert tok > 90, out

@@ -39,6 +39,8 @@ class Visit:
     "A page opened from file:// with every request, failure and error it caused recorded."
     def __init__(self, browser, site, name):
         self.page = browser.new_page(viewport={"width": 1280, "height": 900})
+        # generous: MathJax typesetting a long chapter takes seconds on a loaded 2-core machine
+        self.page.set_default_timeout(120_000)
         # recorded below, then refused, so that a leak fails fast and the same with or without a network
         self.page.route(re.compile(r"^(?!(file|data|blob|about):)"), lambda route: route.abort())
         self.requests, self.failed, self.errors = [], [], []
@@ -53,7 +55,7 @@ class Visit:
         "Wait for MathJax (where the page loads it) to finish typesetting and fetching its fonts."
         if self.page.locator("script[src*='mathjax']").count():
             try:
-                self.page.wait_for_function("() => !!window.MathJax?.startup?.promise", timeout=10_000)
+                self.page.wait_for_function("() => !!window.MathJax?.startup?.promise", timeout=60_000)
                 self.page.evaluate("() => MathJax.startup.promise")
             except PlaywrightError as e:
                 self.errors.append(f"MathJax did not start: {e.message.splitlines()[0]}")
@@ -155,5 +157,5 @@ def test_search(visit):
     v.page.press("input[name=q]", "Enter")
     v.page.wait_for_url("**/search.html?q=*")
     hits = v.page.locator(f"#search-results a[href^='{chapters[0]}.html']")
-    hits.first.wait_for(timeout=10_000)
+    hits.first.wait_for(timeout=60_000)
     v.check_offline()

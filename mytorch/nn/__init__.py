@@ -13,8 +13,12 @@ _NN_MODULES = (
     "mytorch.nn.layers",
     "mytorch.nn.activation",
     "mytorch.nn.loss",
+    "mytorch.nn.pooling",
+    "mytorch.nn.normalization",
+    "mytorch.nn.attention",
 )
-_SUBMODULES = {"module", "functional", "init", "utils", "layers", "activation", "loss"}
+_SUBMODULES = {"module", "functional", "init", "utils", "layers", "activation", "loss", "pooling", "normalization",
+               "attention"}
 
 
 def __getattr__(name):

@@ -14,6 +14,9 @@ _SOURCES = (
     ("mytorch.nn.layers", None),
     ("mytorch.nn.activation", None),
     ("mytorch.nn.loss", None),
+    ("mytorch.nn.pooling", None),
+    ("mytorch.nn.normalization", None),
+    ("mytorch.nn.attention", ("scaled_dot_product_attention",)),
 )
 
 for _modname, _names in _SOURCES:
