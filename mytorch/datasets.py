@@ -7,7 +7,7 @@ Docs: https://mytorch-book.github.io/mytorch/datasets.html.md"""
 # %% auto #0
 __all__ = ['make_moons', 'load_digits', 'IDXFormatError', 'read_idx', 'write_idx', 'load_mnist']
 
-# %% ../nbs/32_datasets.ipynb #d451c88e
+# %% ../nbs/32_datasets.ipynb #8cc9d4a8
 import gzip
 import math
 import numbers
@@ -17,8 +17,9 @@ from pathlib import Path
 import numpy as np
 from .engine import *
 from .creation import Generator, from_numpy, _rng, _dtype
+import mytorch.elementwise, mytorch.reductions, mytorch.shape, mytorch.indexing, mytorch.linalg  # every Part II op on the tensors this module hands out
 
-# %% ../nbs/32_datasets.ipynb #643934d1
+# %% ../nbs/32_datasets.ipynb #65210240
 def _moons_rng(random_state, generator):
     "The NumPy random source make_moons draws from: a private RandomState for scikit-learn's seed, else a mytorch Generator's."
     if random_state is None: return _rng(generator)
@@ -63,7 +64,7 @@ def make_moons(n_samples=100, # the number of points, or (n_outer, n_inner)
     if noise is not None: X += rng.normal(scale=noise, size=X.shape)
     return from_numpy(X.astype(dt, copy=False)), from_numpy(y)
 
-# %% ../nbs/32_datasets.ipynb #8fd9311b
+# %% ../nbs/32_datasets.ipynb #e28e5b02
 _INSTALL_SKLEARN = 'pip install "mytorch[examples]"  (or: pip install scikit-learn)'
 
 def _sklearn_datasets(needed_by:str="load_digits()"):
@@ -78,7 +79,7 @@ def _sklearn_datasets(needed_by:str="load_digits()"):
                           f"installed. Install it with:\n    {_INSTALL_SKLEARN}") from None
     return sklearn.datasets
 
-# %% ../nbs/32_datasets.ipynb #3c00c79b
+# %% ../nbs/32_datasets.ipynb #3d05ab2d
 def load_digits(*, n_class:int=10, # keep the digits 0 .. n_class-1
                 as_tensors:bool=True, # tensors (X in the default float dtype) or scikit-learn's NumPy arrays
                 dtype=None, # of X when as_tensors (default: get_default_dtype())
@@ -92,7 +93,7 @@ def load_digits(*, n_class:int=10, # keep the digits 0 .. n_class-1
     dt = get_default_dtype() if dtype is None else _dtype(dtype, 'load_digits')
     return from_numpy(X.astype(dt)), from_numpy(y)
 
-# %% ../nbs/32_datasets.ipynb #728c04c3
+# %% ../nbs/32_datasets.ipynb #691fcc12
 class IDXFormatError(ValueError):
     "A file that is not a valid IDX file: truncated, corrupt, or not IDX at all."
 
@@ -146,7 +147,7 @@ def read_idx(path, # an IDX file; gzip-compressed when the name ends in .gz
                              "itself is damaged.) Copy the file again.")
     return np.frombuffer(raw, dtype=dt, count=count, offset=start).reshape(shape).astype(dt.newbyteorder('='))
 
-# %% ../nbs/32_datasets.ipynb #a1c9703e
+# %% ../nbs/32_datasets.ipynb #c9d6258d
 def write_idx(path, # where to write; gzip-compressed when the name ends in .gz
               data, # a NumPy array or tensor of dtype uint8, int8, int16, int32, float32 or float64
              ) -> Path:
@@ -167,7 +168,7 @@ def write_idx(path, # where to write; gzip-compressed when the name ends in .gz
     os.replace(tmp, path)
     return path
 
-# %% ../nbs/32_datasets.ipynb #527820b8
+# %% ../nbs/32_datasets.ipynb #d98ae1df
 _MNIST_FILES = {'images': ('{}-images-idx3-ubyte', '{}-images.idx3-ubyte'),
                 'labels': ('{}-labels-idx1-ubyte', '{}-labels.idx1-ubyte')}
 

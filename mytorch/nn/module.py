@@ -7,7 +7,7 @@ Docs: https://mytorch-book.github.io/mytorch/module.html.md"""
 # %% auto #0
 __all__ = ['Parameter', 'Module', 'RemovableHandle']
 
-# %% ../../nbs/20_module.ipynb #22cff8f8
+# %% ../../nbs/20_module.ipynb #66c1153f
 from collections import OrderedDict, namedtuple
 from collections.abc import Mapping
 import difflib
@@ -16,8 +16,9 @@ import numpy as np
 from ..engine import Tensor
 from ..engine import _user_origin, _default
 from ..creation import _check_device, _is_device, _dtype, _DEVICE_TYPES
+import mytorch.elementwise, mytorch.reductions, mytorch.shape, mytorch.indexing, mytorch.linalg  # every Part II op on the tensors this module hands out
 
-# %% ../../nbs/20_module.ipynb #37c3aa02
+# %% ../../nbs/20_module.ipynb #8b67fe87
 class Parameter(Tensor):
     "A Tensor that is learnable state: it requires grad by default, and assigning it to a Module attribute registers it."
     def __init__(self,
@@ -34,7 +35,7 @@ class Parameter(Tensor):
 
     def __repr__(self): return 'Parameter containing:\n' + super().__repr__()
 
-# %% ../../nbs/20_module.ipynb #b16ef0bc
+# %% ../../nbs/20_module.ipynb #09075983
 class Module:
     "Base class of every network part: it registers the Parameters, buffers and sub-Modules assigned to its attributes."
     def __init__(self):
@@ -127,7 +128,7 @@ def _suggest(module, name) -> str:
     close = difflib.get_close_matches(name, [*d['_parameters'], *d['_buffers'], *d['_modules']], n=1)
     return f". Did you mean '{close[0]}'?" if close else ""
 
-# %% ../../nbs/20_module.ipynb #c693adee
+# %% ../../nbs/20_module.ipynb #d80d6231
 def _module_method(f):
     "Make the function `_name` the method `Module.name`, named so in tracebacks and docs."
     f.__name__ = f.__name__[1:]
@@ -181,7 +182,7 @@ def _add_module(self, name:str, module=None):
 
 Module.register_module = Module.add_module
 
-# %% ../../nbs/20_module.ipynb #89ae925a
+# %% ../../nbs/20_module.ipynb #0d15a285
 @_module_method
 def _extra_repr(self) -> str:
     "One line about this module for its repr, e.g. 'in_features=4, out_features=8': override it."
@@ -204,7 +205,7 @@ def _module_repr(self) -> str:
 
 Module.__repr__ = _module_repr
 
-# %% ../../nbs/20_module.ipynb #64dc01f2
+# %% ../../nbs/20_module.ipynb #5a5ccbd7
 @_module_method
 def _named_modules(self, memo:set=None, prefix:str='',
                    remove_duplicate:bool=True): # False: a module reachable by two paths is reported under both
@@ -279,7 +280,7 @@ def _get_submodule(self, target:str):
         if not isinstance(module, Module): raise AttributeError(f"`{item}` is not an nn.Module")
     return module
 
-# %% ../../nbs/20_module.ipynb #45a7ed30
+# %% ../../nbs/20_module.ipynb #59db382b
 @_module_method
 def _train(self, mode:bool=True):
     "Set training mode (True) or evaluation mode (False) on this module and every module below it."
@@ -300,7 +301,7 @@ def _apply(self, fn):
     fn(self)
     return self
 
-# %% ../../nbs/20_module.ipynb #40516d72
+# %% ../../nbs/20_module.ipynb #f3e37690
 @_module_method
 def _zero_grad(self, set_to_none:bool=True): # False: write zeros into the existing .grad tensors instead
     "Clear the gradient of every parameter: set it to None (the default), or zero it in place."
@@ -318,7 +319,7 @@ def _requires_grad_(self, requires_grad:bool=True):
     for p in self.parameters(): p.requires_grad_(requires_grad)
     return self
 
-# %% ../../nbs/20_module.ipynb #6ac134cf
+# %% ../../nbs/20_module.ipynb #2d4468fd
 @_module_method
 def _state_dict(self, *, destination:dict=None, prefix:str='',
                 keep_vars:bool=False): # True: the Parameters themselves, not detached tensors
@@ -333,7 +334,7 @@ def _state_dict(self, *, destination:dict=None, prefix:str='',
         if module is not None: module.state_dict(destination=destination, prefix=prefix + name + '.', keep_vars=keep_vars)
     return destination
 
-# %% ../../nbs/20_module.ipynb #048ee6b9
+# %% ../../nbs/20_module.ipynb #1a2ee7e9
 class _IncompatibleKeys(namedtuple('IncompatibleKeys', ['missing_keys', 'unexpected_keys'])):
     "What load_state_dict returns: the model's keys the state dict lacked, and the state dict's keys the model lacks."
     __slots__ = ()
@@ -379,7 +380,7 @@ def _load_state_dict(self, state_dict:Mapping,
             t._version.value += 1
     return _IncompatibleKeys(missing, unexpected)
 
-# %% ../../nbs/20_module.ipynb #6ed5d5fc
+# %% ../../nbs/20_module.ipynb #859cef8c
 _hook_ids = itertools.count()
 
 class RemovableHandle:
@@ -443,7 +444,7 @@ def _call_with_hooks(self, args:tuple, kwargs:dict):
 
 Module._call_with_hooks = _call_with_hooks
 
-# %% ../../nbs/20_module.ipynb #ed773e55
+# %% ../../nbs/20_module.ipynb #220e7aa1
 def _cast(module, dt:np.dtype):
     "Convert every floating-point parameter and buffer (and gradient) of `module` to `dt`, in place."
     for t in itertools.chain(module.parameters(), module.buffers()):

@@ -8,7 +8,7 @@ Docs: https://mytorch-book.github.io/mytorch/data.html.md"""
 __all__ = ['Dataset', 'TensorDataset', 'ConcatDataset', 'Subset', 'random_split', 'Sampler', 'SequentialSampler', 'RandomSampler',
            'SubsetRandomSampler', 'BatchSampler', 'default_collate', 'default_convert', 'DataLoader', 'get_worker_info']
 
-# %% ../../nbs/32_data.ipynb #d1ffba76
+# %% ../../nbs/32_data.ipynb #2f4247d7
 import bisect
 import collections.abc
 import copy
@@ -20,10 +20,11 @@ import warnings
 import numpy as np
 from ..engine import *
 from ..creation import Generator, as_tensor, _rng
+import mytorch.elementwise, mytorch.reductions, mytorch.shape, mytorch.indexing, mytorch.linalg  # every Part II op on the tensors this module hands out
 from ..shape import stack
 import mytorch.indexing  # Tensor.__getitem__, which TensorDataset and the batched gather use
 
-# %% ../../nbs/32_data.ipynb #bf571d4a
+# %% ../../nbs/32_data.ipynb #f9700fb9
 class Dataset:
     "A map-style dataset: `ds[i]` is sample i. Subclasses define `__getitem__`, and `__len__` for the DataLoader."
     def __getitem__(self, index):
@@ -34,7 +35,7 @@ class Dataset:
         "The samples of `self` followed by those of `other`."
         return ConcatDataset([self, other])
 
-# %% ../../nbs/32_data.ipynb #ebc7c3a0
+# %% ../../nbs/32_data.ipynb #202d5671
 class TensorDataset(Dataset):
     "Samples along the first dim of tensors of one length: sample i is `tuple(t[i] for t in tensors)`."
     def __init__(self, *tensors:Tensor):
@@ -57,7 +58,7 @@ class TensorDataset(Dataset):
     def __getitem__(self, index): return tuple(t[index] for t in self.tensors)
     def __len__(self) -> int: return self.tensors[0].shape[0]
 
-# %% ../../nbs/32_data.ipynb #c39111b3
+# %% ../../nbs/32_data.ipynb #fd376537
 class ConcatDataset(Dataset):
     "The samples of several datasets, one after the other."
     def __init__(self, datasets):
@@ -77,7 +78,7 @@ class ConcatDataset(Dataset):
         d = bisect.bisect_right(self.cumulative_sizes, idx)
         return self.datasets[d][idx - (self.cumulative_sizes[d - 1] if d else 0)]
 
-# %% ../../nbs/32_data.ipynb #bf1c1d93
+# %% ../../nbs/32_data.ipynb #1612bc88
 class Subset(Dataset):
     "The samples of `dataset` at `indices`, in that order."
     def __init__(self, dataset, indices):
@@ -100,7 +101,7 @@ class Subset(Dataset):
 
     def __len__(self) -> int: return len(self.indices)
 
-# %% ../../nbs/32_data.ipynb #eb2df2cb
+# %% ../../nbs/32_data.ipynb #b97f769b
 def _split_lengths(n:int, lengths:list) -> list:
     "Integer lengths for `random_split` of `n` items: fractions summing to 1 by PyTorch's floor + round-robin rule."
     total = sum(lengths)
@@ -129,7 +130,7 @@ def random_split(dataset, # any map-style dataset
     perm = _rng(generator).permutation(len(dataset)).tolist()
     return [Subset(dataset, perm[end - n:end]) for end, n in zip(itertools.accumulate(lengths), lengths)]
 
-# %% ../../nbs/32_data.ipynb #a49ec772
+# %% ../../nbs/32_data.ipynb #68f87769
 class Sampler:
     "Base class of samplers: an iterable of dataset indices (or of lists of them), with a length where it is known."
     def __init__(self, data_source=None): pass   # older PyTorch code calls super().__init__(data_source)
@@ -181,7 +182,7 @@ class SubsetRandomSampler(Sampler):
         for i in _rng(self.generator).permutation(len(self.indices)).tolist(): yield self.indices[i]
     def __len__(self) -> int: return len(self.indices)
 
-# %% ../../nbs/32_data.ipynb #60b7de08
+# %% ../../nbs/32_data.ipynb #151b66c1
 class BatchSampler(Sampler):
     "Lists of `batch_size` indices from `sampler`; the last list is shorter, or dropped when `drop_last`."
     def __init__(self, sampler, batch_size:int, drop_last:bool):
@@ -202,7 +203,7 @@ class BatchSampler(Sampler):
         n, b = len(self.sampler), self.batch_size
         return n // b if self.drop_last else -(-n // b)
 
-# %% ../../nbs/32_data.ipynb #9d72053c
+# %% ../../nbs/32_data.ipynb #be90637d
 _STRING_OR_OBJECT = re.compile('[SaUO]')   # NumPy dtype kinds that are not numbers
 _COLLATE_ERR = "default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; found {}"
 
@@ -254,7 +255,7 @@ def default_collate(batch:list):
         except TypeError: return fields
     raise TypeError(_COLLATE_ERR.format(type(elem)))
 
-# %% ../../nbs/32_data.ipynb #edad9165
+# %% ../../nbs/32_data.ipynb #cfa6d4ff
 def default_convert(data):
     "`data` with every NumPy array (and NumPy number) inside it converted to a tensor; nothing is stacked."
     if isinstance(data, Tensor): return data
@@ -280,7 +281,7 @@ def default_convert(data):
         except TypeError: return [default_convert(d) for d in data]
     return data
 
-# %% ../../nbs/32_data.ipynb #74405a3f
+# %% ../../nbs/32_data.ipynb #b306d5ea
 def _index_array(indices):
     "`indices` (a list, range, array or tensor of ints) as an intp array, or None if they are not integers."
     a = np.asarray(indices._data if isinstance(indices, Tensor) else indices)
@@ -298,7 +299,7 @@ def _tensor_source(dataset):
     if type(dataset) is not TensorDataset: return None
     return dataset.tensors, index_map
 
-# %% ../../nbs/32_data.ipynb #e8d507dd
+# %% ../../nbs/32_data.ipynb #c777580c
 _FIXED_AFTER_INIT = ('batch_size', 'batch_sampler', 'sampler', 'drop_last', 'dataset', 'persistent_workers')
 
 class DataLoader:
@@ -375,7 +376,7 @@ class DataLoader:
             else:
                 yield collate(getitems(indices) if callable(getitems) else [dataset[i] for i in indices])
 
-# %% ../../nbs/32_data.ipynb #218e668b
+# %% ../../nbs/32_data.ipynb #983d134c
 def get_worker_info():
     "None: MyTorch loads in the main process, where PyTorch's get_worker_info() also returns None."
     return None
