@@ -66,6 +66,7 @@ bench: $(BIN)/.test-installed
 	$(BIN)/python benchmarks/overhead.py
 	$(BIN)/python benchmarks/scalar_vs_tensor.py
 	$(BIN)/python benchmarks/mlp_step.py
+	$(BIN)/python benchmarks/lstm.py
 
 clean:
 	rm -rf _proc _docs _site build dist *.egg-info mytorch/*.so kernels/*.c

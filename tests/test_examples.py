@@ -46,3 +46,7 @@ def test_tiny_transformer_quick_run():
     out = run("tiny_transformer.py", "--quick")
     tok = float(out.split("validation token accuracy ")[-1].split("%")[0])
     assert tok > 90, out
+
+
+def test_char_lstm_quick_run():
+    assert "exact: every character right" in run("char_lstm.py", "--quick")

@@ -15,10 +15,11 @@ _NN_MODULES = (
     "mytorch.nn.loss",
     "mytorch.nn.pooling",
     "mytorch.nn.normalization",
+    "mytorch.nn.recurrent",
     "mytorch.nn.attention",
 )
 _SUBMODULES = {"module", "functional", "init", "utils", "layers", "activation", "loss", "pooling", "normalization",
-               "attention"}
+               "recurrent", "attention"}
 
 
 def __getattr__(name):

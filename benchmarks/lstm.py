@@ -1,0 +1,96 @@
+"""Recurrent layers, forward and backward, against PyTorch on the CPU: one thread, float64, one run.
+
+The issue's case is an LSTM with input 32, hidden 64, 20 steps and batch 16 (target: at most
+0.75x PyTorch's time). The table adds the same LSTM run as a loop over `lstm_cell` (the Part II
+ops the fused `LSTMSequence` replaces, for the record of what fusing bought), and the GRU and
+Elman RNN layers, which still loop over their cells (no target). Each step is one forward pass
+and one backward pass from the output and the final states; the best time of many runs is
+kept, mytorch and PyTorch measured alternately so that both see the same machine load:
+
+    .venv/bin/python benchmarks/lstm.py
+"""
+import os
+for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[var] = "1"
+import argparse
+import timeit
+
+import numpy as np
+import mytorch
+import mytorch.autograd
+from mytorch.nn.recurrent import LSTM, GRU, RNN, lstm_cell, _run_cell
+
+try:
+    import torch
+    torch.set_num_threads(1)
+except ImportError:
+    torch = None
+
+SEQ, BATCH, INPUT, HIDDEN = 20, 16, 32, 64
+
+
+class LoopLSTM(LSTM):
+    "The LSTM layer run step by step through lstm_cell (the chapter's reference), instead of LSTMSequence."
+    def _direction(self, x, state, weights, reverse):
+        out, (h, c) = _run_cell(lstm_cell, x, state, weights, reverse)
+        return out, (h, c)
+
+
+def step_fn(lib, cls, x, up_out, up_state):
+    "A function doing one forward and backward pass of a one-layer `cls` of `lib` on `x`."
+    m = cls(INPUT, HIDDEN, dtype=lib.float64)
+    xt = lib.tensor(x)
+    g_out = lib.tensor(up_out)
+    g_state = lib.tensor(up_state)
+    def step():
+        out, state = m(xt)
+        states = state if isinstance(state, tuple) else (state,)
+        lib.autograd.backward([out, *states], [g_out] + [g_state] * len(states))
+    return step
+
+
+def best_ms(fns, repeat, number):
+    "Best time per call of each function, in ms, timing them in turn `repeat` times."
+    for f in fns: f()
+    times = [[] for _ in fns]
+    for _ in range(repeat):
+        for k, f in enumerate(fns): times[k].append(timeit.timeit(f, number=number) / number)
+    return [min(t) * 1e3 for t in times]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--number", type=int, default=5)
+    args = ap.parse_args(argv)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((SEQ, BATCH, INPUT))
+    up_out, up_state = rng.standard_normal((SEQ, BATCH, HIDDEN)), rng.standard_normal((1, BATCH, HIDDEN))
+    mytorch.manual_seed(0)
+    if torch: torch.manual_seed(0)
+    print(f"numpy {np.__version__}, torch {torch.__version__ if torch else 'not installed'}, 1 thread, float64; "
+          f"input {INPUT}, hidden {HIDDEN}, {SEQ} steps, batch {BATCH}; forward + backward, best of "
+          f"{args.repeat} x {args.number}\n")
+    print(f"{'layer':<40}{'mytorch ms':>12}{'torch ms':>10}{'ratio':>9}{'target':>9}")
+    rows = [("LSTM (fused LSTMSequence)", LSTM, "LSTM", 0.75),
+            ("LSTM as an lstm_cell loop (reference)", LoopLSTM, "LSTM", None),
+            ("GRU (gru_cell loop)", GRU, "GRU", None),
+            ("RNN tanh (rnn_tanh_cell loop)", RNN, "RNN", None)]
+    verdicts = []
+    for label, ours, theirs, target in rows:
+        fns = [step_fn(mytorch, ours, x, up_out, up_state)]
+        if torch: fns.append(step_fn(torch, getattr(torch.nn, theirs), x, up_out, up_state))
+        ms = best_ms(fns, args.repeat, args.number)
+        t_ms = ms[1] if torch else float("nan")
+        ratio = ms[0] / t_ms
+        verdict = "" if target is None or not torch else ("met" if ratio <= target else "MISSED")
+        if verdict: verdicts.append(verdict)
+        print(f"{label:<40}{ms[0]:>12.3f}{t_ms:>10.3f}{ratio:>8.2f}x"
+              f"{'' if target is None else f'<= {target}x':>9} {verdict}")
+    print("\nratio: mytorch's time divided by PyTorch's (below 1.0 is faster).")
+    print("Target (issue 5): the LSTM at most 0.75x PyTorch's time"
+          + ("." if not verdicts else f": {verdicts[0]} in this run."))
+
+
+if __name__ == "__main__":
+    main()
