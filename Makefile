@@ -67,6 +67,7 @@ bench: $(BIN)/.test-installed
 	$(BIN)/python benchmarks/scalar_vs_tensor.py
 	$(BIN)/python benchmarks/mlp_step.py
 	$(BIN)/python benchmarks/lstm.py
+	$(BIN)/python benchmarks/conv.py
 
 clean:
 	rm -rf _proc _docs _site build dist *.egg-info mytorch/*.so kernels/*.c

@@ -13,12 +13,13 @@ _NN_MODULES = (
     "mytorch.nn.layers",
     "mytorch.nn.activation",
     "mytorch.nn.loss",
+    "mytorch.nn.conv",
     "mytorch.nn.pooling",
     "mytorch.nn.normalization",
     "mytorch.nn.recurrent",
     "mytorch.nn.attention",
 )
-_SUBMODULES = {"module", "functional", "init", "utils", "layers", "activation", "loss", "pooling", "normalization",
+_SUBMODULES = {"module", "functional", "init", "utils", "layers", "activation", "loss", "conv", "pooling", "normalization",
                "recurrent", "attention"}
 
 

@@ -14,6 +14,7 @@ _SOURCES = (
     ("mytorch.nn.layers", None),
     ("mytorch.nn.activation", None),
     ("mytorch.nn.loss", None),
+    ("mytorch.nn.conv", ("conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d")),
     ("mytorch.nn.pooling", None),
     ("mytorch.nn.normalization", None),
     ("mytorch.nn.attention", ("scaled_dot_product_attention",)),
