@@ -19,12 +19,14 @@ $(BIN)/.book-installed: pyproject.toml setup.py $(wildcard kernels/*.pyx)
 	touch $@
 
 # The test environment adds pytest, hypothesis, Playwright, build and torch (CPU, pinned:
-# pip takes it from this machine's disk) and Debian's Chromium for the browser tests.
+# pip takes it from this machine's disk), Debian's Chromium for the browser tests and Graphviz
+# (`dot`) so that both of draw_graph's layouts are tested.
 $(BIN)/.test-installed: $(BIN)/.book-installed
 	$(BIN)/pip install -q -e ".[book,test]" --no-build-isolation
-	command -v chromium >/dev/null || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
-	  else echo "Chromium is missing: run 'sudo apt-get install -y chromium' for the browser tests" >&2; exit 1; fi; }
+	missing=""; command -v chromium >/dev/null || missing="chromium"; command -v dot >/dev/null || missing="$$missing graphviz"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else echo "Missing Debian packages:$$missing. Run 'sudo apt-get install -y $$missing' (Chromium for the browser tests, Graphviz for draw_graph's dot tests)" >&2; exit 1; fi; fi
 	touch $@
 
 kernels: $(BIN)/.book-installed
@@ -68,6 +70,7 @@ bench: $(BIN)/.test-installed
 	$(BIN)/python benchmarks/mlp_step.py
 	$(BIN)/python benchmarks/lstm.py
 	$(BIN)/python benchmarks/conv.py
+	$(BIN)/python benchmarks/cnn_step.py
 
 clean:
 	rm -rf _proc _docs _site build dist *.egg-info mytorch/*.so kernels/*.c

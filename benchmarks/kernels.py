@@ -10,7 +10,15 @@ The NumPy column depends on BLAS (`sum_of_squares`'s reference is `np.dot`) and 
 threads BLAS may use, so the header says which BLAS and how many threads. On a machine whose
 cores are busy with other work, a threaded BLAS can be many times slower than its best;
 `--blas-threads 1` pins it to one thread for a like-for-like comparison with the kernels,
-which are single-threaded. Takes about 5-20 seconds.
+which are single-threaded. Takes about 20-60 seconds.
+
+Besides the two kernels of the kernels chapter, the later chapters mark their own NumPy
+functions as references of compiled kernels (`@compiled_kernel`: im2col and col2im in
+`mytorch.nn.conv`, the max pool and its scatter-add in `mytorch.nn.pooling`, and whatever
+`mytorch.indexing`, `mytorch.nn.layers`, `mytorch.nn.recurrent` and `mytorch.optim` register);
+a kernel is registered when its module is imported, so this script imports them all and
+times every kernel that is registered, with its bench arguments of about `size` numbers.
+`--kernels im2col,col2im` limits the run to some of them.
 """
 import argparse
 import os
@@ -21,6 +29,9 @@ from pathlib import Path
 
 SIZES = (100, 1_000, 10_000, 100_000, 1_000_000)
 THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+# the modules whose import registers the compiled kernels of later chapters (`compiled_kernel`)
+KERNEL_MODULES = ("mytorch.indexing", "mytorch.nn.layers", "mytorch.nn.conv", "mytorch.nn.pooling",
+                  "mytorch.nn.normalization", "mytorch.nn.recurrent", "mytorch.optim")
 
 
 def parse_args(argv=None):
@@ -31,6 +42,8 @@ def parse_args(argv=None):
                    help="comma-separated array lengths (default 1e2,1e3,1e4,1e5,1e6)")
     p.add_argument("--blas-threads", type=int, default=None,
                    help="set OPENBLAS/OMP/MKL_NUM_THREADS before NumPy loads (default: leave them as they are)")
+    p.add_argument("--kernels", type=lambda s: [k for k in s.split(",") if k], default=None,
+                   help="comma-separated kernel names (default: every kernel registered)")
     return p.parse_args(argv)
 
 
@@ -55,14 +68,26 @@ def blas_report(np):
     return lines
 
 
+def table(rows):
+    "`benchmark` rows as a fixed-width table, like mytorch.kernels.benchmark_table with room for long kernel names."
+    width = max([len("kernel")] + [len(r["kernel"]) for r in rows]) + 2
+    lines = [f"{'kernel':<{width}}{'dtype':<9}{'size':>11}{'NumPy µs':>12}{'Cython µs':>12}{'ratio':>8}  verdict"]
+    lines += [f"{r['kernel']:<{width}}{r['dtype']:<9}{r['size']:>11,}{r['numpy_us']:>12.2f}{r['cython_us']:>12.2f}"
+              f"{r['ratio']:>7.2f}x  {r['verdict']}" for r in rows]
+    return "\n".join(lines)
+
+
 def main(argv=None):
     args = parse_args(argv)
     if args.blas_threads is not None:  # must happen before NumPy (and its BLAS) is imported
         for v in THREAD_VARS:
             os.environ[v] = str(args.blas_threads)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's mytorch, installed or not
+    import importlib
     import numpy as np
     import mytorch.kernels as k
+    for module in KERNEL_MODULES:
+        importlib.import_module(module)
 
     print("\n".join(blas_report(np)))
     print(f"kernels: {k.kernel_backend()}")
@@ -72,17 +97,29 @@ def main(argv=None):
         return 1
     print(f"timing: best of {args.repeat} runs of ~{args.budget * 1e3:g} ms each, NumPy and Cython alternating\n")
     start = time.perf_counter()
-    rows = k.benchmark(sizes=args.sizes, repeat=args.repeat, budget=args.budget)
-    print(k.benchmark_table(rows))
+    runnable = list(k.KERNELS) + [n for n, v in k._registry.items() if v.bench is not None and v.compiled is not None]
+    skipped = [f"{n} ({v.why if v.compiled is None else 'no bench arguments'})" for n, v in k._registry.items()
+               if n not in runnable]
+    if skipped: print("not timed: " + "; ".join(skipped))
+    names = runnable if args.kernels is None else args.kernels
+    unknown = [n for n in names if n not in runnable]
+    if unknown:
+        print(f"No compiled kernel to time named {', '.join(unknown)}; the kernels here are {', '.join(runnable)}.")
+        return 1
+    rows = k.benchmark(sizes=args.sizes, repeat=args.repeat, budget=args.budget, kernels=names)
+    print(table(rows))
     wins = sum(r["verdict"] == "win" for r in rows)
     print(f"\n{wins} wins, {len(rows) - wins} losses")
     measured, gmeans = k.measured_defaults(rows), k.geometric_mean_ratios(rows)
     print("on by default when the geometric-mean ratio is at least 1.1 (mytorch.kernels.measured_defaults):")
     for name, on in measured.items():
-        committed = k.enabled_by_default[name]
-        note = "agrees" if on == committed else "DISAGREES: review enabled_by_default in nbs/40_kernels.ipynb"
-        print(f"  {name}: {gmeans[name]:.2f}x -> {'on' if on else 'off'} by this run; "
-              f"enabled_by_default={committed} ({note})")
+        if name in k.KERNELS:
+            committed, field, where = k.enabled_by_default[name], "enabled_by_default", "nbs/09_kernels.ipynb"
+        else:
+            kernel = k._registry[name]
+            committed, field, where = kernel.default, "default", f"its @compiled_kernel line ({kernel.reference.__module__})"
+        note = "agrees" if on == committed else f"DISAGREES: review {field} in {where}"
+        print(f"  {name}: {gmeans[name]:.2f}x -> {'on' if on else 'off'} by this run; {field}={committed} ({note})")
     print(f"\n({time.perf_counter() - start:.1f} s)")
     return 0
 

@@ -5,9 +5,12 @@ The issue's case is an LSTM with input 32, hidden 64, 20 steps and batch 16 (tar
 ops the fused `LSTMSequence` replaces, for the record of what fusing bought), and the GRU and
 Elman RNN layers, which still loop over their cells (no target). Each step is one forward pass
 and one backward pass from the output and the final states; the best time of many runs is
-kept, mytorch and PyTorch measured alternately so that both see the same machine load:
+kept, mytorch and PyTorch measured alternately so that both see the same machine load. The
+header says which implementation of the LSTM's gate kernels ran (`lstm_gates`,
+`lstm_gates_backward`); `MYTORCH_KERNELS=numpy` runs their NumPy references instead:
 
     .venv/bin/python benchmarks/lstm.py
+    MYTORCH_KERNELS=numpy .venv/bin/python benchmarks/lstm.py
 """
 import os
 for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -18,6 +21,7 @@ import timeit
 import numpy as np
 import mytorch
 import mytorch.autograd
+from mytorch.kernels import kernel_backend
 from mytorch.nn.recurrent import LSTM, GRU, RNN, lstm_cell, _run_cell
 
 try:
@@ -70,7 +74,9 @@ def main(argv=None):
     if torch: torch.manual_seed(0)
     print(f"numpy {np.__version__}, torch {torch.__version__ if torch else 'not installed'}, 1 thread, float64; "
           f"input {INPUT}, hidden {HIDDEN}, {SEQ} steps, batch {BATCH}; forward + backward, best of "
-          f"{args.repeat} x {args.number}\n")
+          f"{args.repeat} x {args.number}")
+    print(f"kernels: lstm_gates {kernel_backend('lstm_gates')}, lstm_gates_backward "
+          f"{kernel_backend('lstm_gates_backward')}\n")
     print(f"{'layer':<40}{'mytorch ms':>12}{'torch ms':>10}{'ratio':>9}{'target':>9}")
     rows = [("LSTM (fused LSTMSequence)", LSTM, "LSTM", 0.75),
             ("LSTM as an lstm_cell loop (reference)", LoopLSTM, "LSTM", None),

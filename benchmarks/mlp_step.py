@@ -3,9 +3,12 @@
 Two sizes, float64, one thread, measured in one run: a small network (5-21-21-5 tanh, 698
 parameters, batch 32), where the per-op overhead dominates, and a large one (1024-1024-1024-10
 ReLU, 2.1M parameters, batch 64), where the arithmetic does. The NumPy column is the same step
-written by hand with no graph, the floor for any NumPy-backed engine:
+written by hand with no graph, the floor for any NumPy-backed engine. The header says which
+implementation of Adam's update ran (`adam_update`); `MYTORCH_KERNELS=numpy` runs its NumPy
+reference instead:
 
     .venv/bin/python benchmarks/mlp_step.py
+    MYTORCH_KERNELS=numpy .venv/bin/python benchmarks/mlp_step.py
 """
 import os
 for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -17,6 +20,7 @@ import numpy as np
 import mytorch
 import mytorch.nn as nn
 import mytorch.optim as optim
+from mytorch.kernels import kernel_backend
 
 try:
     import torch
@@ -85,7 +89,7 @@ def main():
     if torch: torch.manual_seed(0)
     tanh, relu = (lambda lib: lib.nn.Tanh()), (lambda lib: lib.nn.ReLU())
     print(f"numpy {np.__version__}, torch {torch.__version__ if torch else 'not installed'}, 1 thread, float64, Adam, "
-          f"best of {args.repeat}\n")
+          f"best of {args.repeat}; adam_update: {kernel_backend('adam_update')}\n")
     print(f"{'network':<34}{'params':>10}{'mytorch ms':>12}{'torch ms':>10}{'numpy ms':>10}{'vs torch':>10}{'vs numpy':>10}")
     for label, sizes, act, is_relu, batch, number in (
             ("5-21-21-5 tanh, batch 32", (5, 21, 21, 5), tanh, False, 32, 200),

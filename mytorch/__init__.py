@@ -22,7 +22,7 @@ _TENSOR_MODULES = (
 # Submodules reachable as attributes (`mytorch.kernels`) without an explicit import.
 _SUBMODULES = {"kernels", "engine", "scalar", "scalar_nn", "gradient_check", "creation", "elementwise", "reductions",
                "shape", "indexing", "linalg", "autograd", "utils", "datasets", "nn", "optim",
-               "serialization", "training", "diagnostics"}
+               "serialization", "training", "diagnostics", "viz", "widgets"}
 # Top-level names from modules outside Part II, as in PyTorch (torch.save / torch.load).
 _OTHER_NAMES = {"save": "mytorch.serialization", "load": "mytorch.serialization", "erf": "mytorch.nn.activation"}
 

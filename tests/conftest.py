@@ -1,5 +1,6 @@
 """Shared pytest fixtures."""
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -19,3 +20,57 @@ def browser():
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         yield browser
         browser.close()
+
+
+class OfflinePage:
+    """A page opened in Chromium with every request, failed request and JavaScript error recorded.
+
+    Requests to anything but file:, data:, blob: and about: are refused (the book and its widgets
+    must not need a network), and show up both as requests and as failures."""
+    def __init__(self, browser, url, viewport=(1100, 900), timeout_ms=30_000):
+        self.page = browser.new_page(viewport={"width": viewport[0], "height": viewport[1]})
+        self.page.set_default_timeout(timeout_ms)
+        self.page.route(re.compile(r"^(?!(file|data|blob|about):)"), lambda route: route.abort())
+        self.requests, self.failed, self.errors = [], [], []
+        self.page.on("request", lambda r: self.requests.append(r.url))
+        self.page.on("requestfailed", lambda r: self.failed.append(f"{r.url}: {r.failure}"))
+        self.page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
+        self.page.on("console", lambda m: m.type in ("error", "warning") and self.errors.append(f"console {m.type}: {m.text}"))
+        self.page.goto(url, wait_until="load")
+
+    def check_offline(self):
+        remote = [u for u in self.requests if not u.startswith(("file:", "data:", "blob:", "about:"))]
+        assert not remote, f"requests that leave the machine: {remote}"
+        assert not self.failed, f"failed requests: {self.failed}"
+        assert not self.errors, "\n".join(self.errors)
+
+
+@pytest.fixture
+def open_page(browser):
+    "open_page(path, kind=OfflinePage): a saved HTML file opened from file://; closed after the test."
+    pages = []
+    def _open(path, kind=OfflinePage):
+        pages.append(kind(browser, Path(path).as_uri()))
+        return pages[-1]
+    yield _open
+    for p in pages: p.page.close()
+
+
+def compiled_twin(kernel):
+    """The compiled twin of `kernel` (a function marked with `compiled_kernel`). Skips when it was not
+    built; fails instead when the `CI` environment variable is set, because `make test` builds the
+    kernels and a missing one there is a broken build, not a machine without a compiler."""
+    if kernel.compiled is None:
+        import mytorch.kernels as K
+        why = (f"the compiled {kernel.__name__} is unavailable ({K._registry[kernel.__name__].why}); build the "
+               "kernels with `python setup.py build_ext --inplace` (make test does)")
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set, so the compiled kernels must be tested, but {why}")
+        pytest.skip(why)
+    return kernel.compiled
+
+
+def running(kernel):
+    "The function that a call of `kernel` runs: its NumPy reference or its compiled twin."
+    impl, = [c.cell_contents for c in kernel.__closure__ if callable(c.cell_contents)]
+    return impl

@@ -23,6 +23,7 @@ from ..shape import Reshape
 from .module import Module, Parameter
 from .layers import _param_dtype
 from . import init
+from ..kernels import compiled_kernel, kernel_backend
 
 # %% ../../nbs/25_conv.ipynb #d76d4287
 ConvGeometry = namedtuple('ConvGeometry', 'in_size out_size kernel stride dilation pad_lo groups')
@@ -55,6 +56,22 @@ def _padded(x:np.ndarray, geom:ConvGeometry) -> np.ndarray:
     xp[:, :, lh:lh + h, lw:lw + w] = x[:, :, :h, :w]
     return xp
 
+def _bench_geometry(side:int) -> ConvGeometry:
+    "A 3x3 convolution with padding 1 over side x side maps: the geometry `benchmarks/kernels.py` times the kernels on."
+    return ConvGeometry((side, side), (side, side), (3, 3), (1, 1), (1, 1), (1, 1), 1)
+
+def _bench_im2col(rng, n:int, dtype) -> tuple:
+    "(x, geom) for one timed im2col call on about n input numbers: 2 images of 4 channels."
+    side = max(4, round(math.sqrt(n / 8)))
+    return rng.standard_normal((2, 4, side, side)).astype(dtype), _bench_geometry(side)
+
+_KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+def _kernel(f, dtype):
+    "Kernel `f` as dispatched (compiled or reference) for float32 and float64; its NumPy reference for other dtypes."
+    return f if dtype in _KERNEL_DTYPES else f.reference
+
+@compiled_kernel('im2col', extension='conv', default=True, bench=_bench_im2col)
 def im2col(x:np.ndarray, # (N, C, H, W)
            geom:ConvGeometry, # where the windows lie
            out:np.ndarray=None, # a contiguous array to write the columns into; None makes one
@@ -110,13 +127,19 @@ def _conv_array(x:np.ndarray, w:np.ndarray, geom:ConvGeometry, keep_columns:bool
     O, G = w.shape[0], geom.groups
     Ho, Wo = geom.out_size
     K = C // G * geom.kernel[0] * geom.kernel[1]
-    cols = im2col(x, geom, out=workspace.take((N, C) + geom.kernel + geom.out_size, x.dtype))
+    cols = _kernel(im2col, x.dtype)(x, geom, out=workspace.take((N, C) + geom.kernel + geom.out_size, x.dtype))
     y = np.matmul(w.reshape(G, O // G, K), cols.reshape(N, G, K, Ho * Wo))
     if keep_columns: return y.reshape(N, O, Ho, Wo), cols
     workspace.give(cols)
     return y.reshape(N, O, Ho, Wo), None
 
 # %% ../../nbs/25_conv.ipynb #4aafbd2e
+def _bench_col2im(rng, n:int, dtype) -> tuple:
+    "(cols, geom) for one timed col2im call whose result has about n numbers: 2 images of 4 channels."
+    x, geom = _bench_im2col(rng, n, dtype)
+    return rng.standard_normal(x.shape[:2] + geom.kernel + geom.out_size).astype(dtype), geom
+
+@compiled_kernel('col2im', extension='conv', default=True, bench=_bench_col2im)
 def col2im(cols:np.ndarray, # (N, C, kh, kw, Ho, Wo), as im2col returns them
            geom:ConvGeometry, # where the windows lie
           ) -> np.ndarray: # (N, C, H, W)
@@ -160,6 +183,8 @@ def _col2im_rows(cols:np.ndarray, # (N, C, kh, kw, Ho, W) scratch columns: overw
     return buf[S:S + N * C * P].reshape(N, C, H, W)
 
 # %% ../../nbs/25_conv.ipynb #19274911
+_col2im_compiled = kernel_backend('col2im') == 'cython'
+
 def _conv_transpose_array(y:np.ndarray, w:np.ndarray, geom:ConvGeometry) -> np.ndarray:
     "(N, C, H, W) = col2im(W^T @ y) for every image and group: the adjoint of _conv_array in its input."
     N, O, Ho, Wo = y.shape
@@ -169,8 +194,9 @@ def _conv_transpose_array(y:np.ndarray, w:np.ndarray, geom:ConvGeometry) -> np.n
     cols = workspace.take((N, G, K, Ho * Wo), y.dtype)
     np.matmul(w.reshape(G, O // G, K).transpose(0, 2, 1), y.reshape(N, G, O // G, Ho * Wo), out=cols)
     cols = cols.reshape(N, G * Cg, kh, kw, Ho, Wo)
-    rows = geom.stride == (1, 1) and Wo == geom.in_size[1]
-    x = _col2im_rows(cols, geom) if rows else col2im(cols, geom)
+    compiled = _col2im_compiled and y.dtype in _KERNEL_DTYPES   # the compiled col2im beats the whole-rows one too
+    rows = not compiled and geom.stride == (1, 1) and Wo == geom.in_size[1]
+    x = _col2im_rows(cols, geom) if rows else _kernel(col2im, y.dtype)(cols, geom)
     workspace.give(cols)
     return x
 
@@ -181,7 +207,7 @@ def _conv_weight_array(x:np.ndarray, g:np.ndarray, geom:ConvGeometry, cols:np.nd
     Ho, Wo = geom.out_size
     K = C // G * kh * kw
     own = cols is None
-    if own: cols = im2col(x, geom, out=workspace.take((N, C) + geom.kernel + geom.out_size, x.dtype))
+    if own: cols = _kernel(im2col, x.dtype)(x, geom, out=workspace.take((N, C) + geom.kernel + geom.out_size, x.dtype))
     per_image = workspace.take((N, G, O // G, K), x.dtype)
     np.matmul(g.reshape(N, G, O // G, Ho * Wo), cols.reshape(N, G, K, Ho * Wo).transpose(0, 1, 3, 2), out=per_image)
     w = per_image.sum(0).reshape(O, C // G, kh, kw)

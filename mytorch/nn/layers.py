@@ -25,6 +25,8 @@ from ..shape import _wrap_dim
 from ..linalg import MatMul
 from .module import Module, Parameter
 from . import init
+from ..kernels import kernel_backend
+from ..indexing import index_add_rows
 
 # %% ../../nbs/22_layers.ipynb #25ca21de
 class LinearFunction(Function):
@@ -300,6 +302,8 @@ class Dropout(Module):
     def extra_repr(self) -> str: return f"p={self.p}, inplace={self.inplace}"
 
 # %% ../../nbs/22_layers.ipynb #485b9c21
+_COMPILED_SCATTER = kernel_backend('index_add_rows') == 'cython'   # else np.bincount beats its reference, np.add.at
+
 class EmbeddingFunction(Function):
     "embedding(W, idx)[s] = W[idx[s]]: dW[r] = sum of g[s] over the positions s with idx[s] = r (0 for the padding row)"
     @staticmethod
@@ -318,6 +322,10 @@ class EmbeddingBackward(Function):
         ctx.idx, ctx.num, ctx.padding_idx = idx, num, padding_idx
         d = g._data.shape[-1]
         rows, vals = idx.reshape(-1).astype(np.intp, copy=False), g._data.reshape(-1, d)
+        if _COMPILED_SCATTER:
+            out = index_add_rows(np.zeros((num, d), g._data.dtype), rows, vals)
+            if padding_idx is not None: out[padding_idx] = 0
+            return out
         if padding_idx is not None:
             keep = rows != padding_idx
             rows, vals = rows[keep], vals[keep]

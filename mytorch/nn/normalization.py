@@ -21,6 +21,71 @@ from ..engine import SumTo
 from .module import Module, Parameter
 from .layers import _param_dtype, _features
 from . import init
+from ..kernels import compiled_kernel
+
+# %% ../../nbs/27_normalization.ipynb #9cb1c9e3
+def _bench_channels(rng, n:int, dtype) -> tuple:
+    "x of about n numbers laid out (A, C, B) as a batch-norm input is: 16 samples of 8 channels."
+    return (rng.standard_normal((16, 8, max(1, n // 128))).astype(dtype),)
+
+def _bench_normalize(rng, n:int, dtype) -> tuple:
+    "(x, mean, inv_std, weight, bias) for one timed channel_normalize call on about n numbers."
+    x, = _bench_channels(rng, n, dtype)
+    mean, inv_std, w, b = (rng.standard_normal(8).astype(dtype) for _ in range(4))
+    return x, mean, np.abs(inv_std) + 0.5, w, b
+
+def _bench_backward(rng, n:int, dtype) -> tuple:
+    "(g, x, mean, inv_std, weight) for one timed channel_norm_backward call on about n numbers."
+    x, mean, inv_std, w, _ = _bench_normalize(rng, n, dtype)
+    return rng.standard_normal(x.shape).astype(dtype), x, mean, inv_std, w
+
+_KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+def _kernel(f, dtype):
+    "Kernel `f` for arrays of `dtype`: the compiled twins take float32 and float64; other floats (float16) run the reference."
+    return f if dtype in _KERNEL_DTYPES else f.reference
+
+def _per_channel(v:np.ndarray) -> np.ndarray:
+    "A (C,) vector as (1, C, 1), to broadcast against an (A, C, B) array."
+    return v.reshape(1, -1, 1)
+
+@compiled_kernel('channel_moments', extension='norm', default=True, bench=_bench_channels)
+def channel_moments(x:np.ndarray, # (A, C, B): statistics per channel, over A and B
+                   ) -> tuple: # (mean, biased variance), each (C,) of x's dtype
+    "Per-channel mean and biased variance of x, accumulated in float64, the variance from the centred values."
+    mean = x.mean((0, 2), dtype=np.float64)
+    c = np.subtract(x, _per_channel(mean), dtype=np.float64)
+    var = np.einsum('acb,acb->c', c, c) / max(1, x.shape[0] * x.shape[2])
+    return mean.astype(x.dtype, copy=False), var.astype(x.dtype, copy=False)
+
+@compiled_kernel('channel_normalize', extension='norm', default=True, bench=_bench_normalize)
+def channel_normalize(x:np.ndarray, # (A, C, B)
+                      mean:np.ndarray, inv_std:np.ndarray, # (C,) statistics: the batch's or the running ones
+                      weight:np.ndarray, bias:np.ndarray, # (C,) scale and shift, or None
+                     ) -> np.ndarray: # y, (A, C, B)
+    "y = (x - mean) * (inv_std * weight) + bias, per channel: the forward of batch norm in one expression."
+    scale = inv_std if weight is None else inv_std * weight
+    y = np.subtract(x, _per_channel(mean))
+    y *= _per_channel(scale)
+    if bias is not None: y += _per_channel(bias)
+    return y
+
+@compiled_kernel('channel_norm_backward', extension='norm', default=True, bench=_bench_backward)
+def channel_norm_backward(g:np.ndarray, # (A, C, B): the gradient of y
+                          x:np.ndarray, # (A, C, B): the input
+                          mean:np.ndarray, inv_std:np.ndarray, # (C,): x's own statistics over A and B
+                          weight:np.ndarray, # (C,) or None
+                         ) -> tuple: # (dx, sum(g), sum(g * xhat)): dx (A, C, B), the sums (C,)
+    "The plain backward of batch norm with the batch's statistics: dx = inv_std * weight * (g - mean(g) - xhat * mean(g * xhat))."
+    M = max(1, x.shape[0] * x.shape[2])
+    dx = np.subtract(x, _per_channel(mean))   # becomes xhat, then dx, in place: a fresh large array costs page faults
+    dx *= _per_channel(inv_std)
+    sum_g, sum_gxhat = g.sum((0, 2)), np.einsum('acb,acb->c', g, dx)
+    k = inv_std if weight is None else inv_std * weight
+    dx *= _per_channel(-k * sum_gxhat / M)
+    dx -= _per_channel(k * sum_g / M)
+    dx += g * _per_channel(k)
+    return dx, sum_g, sum_gxhat
 
 # %% ../../nbs/27_normalization.ipynb #1d589462
 _Layout = namedtuple('_Layout', 'view axes param_shape')
@@ -28,6 +93,14 @@ _Layout = namedtuple('_Layout', 'view axes param_shape')
 def _as_view(t:Tensor, layout:_Layout) -> Tensor:
     "`t` reshaped to the layout's statistics view (no op recorded when it already has that shape)."
     return t if t.shape == layout.view else Reshape.apply(t, layout.view)
+
+def _channels(layout:_Layout) -> bool:
+    "Batch norm's layout: statistics per dimension 1 over all the others, the weight along dimension 1."
+    return len(layout.view) >= 2 and layout.axes == (0,) + tuple(range(2, len(layout.view)))
+
+def _abc(a:np.ndarray, layout:_Layout) -> np.ndarray:
+    "An array of the input's shape viewed as the channel kernels' (A, C, B) for a `_channels` layout."
+    return a.reshape(layout.view[0], layout.view[1], math.prod(layout.view[2:]))
 
 def _normalized(x:Tensor, mean, var, eps:float, layout:_Layout, batch_stats:bool):
     "(xhat, inv_std) in the view's shape, as recorded functions of x: from x's own statistics, or from the constants."
@@ -44,15 +117,32 @@ def _project(gp:Tensor, xhat:Tensor, inv_std:Tensor, axes:tuple, batch_stats:boo
     if not batch_stats: return gp * inv_std
     return inv_std * (gp - Mean.apply(gp, axes, True) - xhat * Mean.apply(gp * xhat, axes, True))
 
+def _xhat(ctx, x:Tensor) -> np.ndarray:
+    "xhat in the view's shape: as the forward saved it, or (batch norm's layout, which saves none) recomputed from x."
+    if ctx.xhat_v is not None: return ctx.xhat_v
+    return (x._data.reshape(ctx.layout.view) - ctx.mean) * ctx.inv_std
+
+def _grads(ctx, gx, gw, gb) -> tuple:
+    "The backward's return value: NumPy results as Tensors of the inputs' shapes, None for what needs no gradient."
+    need, (x, w) = ctx.needs_input_grad, ctx.saved_tensors
+    return (Tensor(gx.reshape(x.shape)) if need[0] else None, Tensor(gw.reshape(w.shape)) if need[1] else None,
+            Tensor(gb.reshape(ctx.bias_shape)) if need[2] else None, None, None, None, None, None)
+
 class Normalization(Function):
     "y = xhat * w + b, xhat = (x - mean) * inv_std over the layout's axes: dx = inv_std * (g' - mean(g') - xhat * mean(g' * xhat)), g' = g * w (g' * inv_std for constant statistics), dw = sum(g * xhat), db = sum(g)"
     @staticmethod
     def forward(ctx, x, weight, bias, mean, var, eps, layout, batch_stats):
         inv_std = 1.0 / np.sqrt(var + eps)
-        xhat_v = (x._data.reshape(layout.view) - mean) * inv_std
-        xhat = xhat_v.reshape(x.shape)
-        y = xhat * weight._data.reshape(layout.param_shape) if weight is not None else xhat
-        y = y + bias._data.reshape(layout.param_shape) if bias is not None else (y.copy() if y is xhat else y)
+        w, b = (None if p is None else p._data for p in (weight, bias))
+        if _channels(layout):   # batch norm: one fused pass; xhat is recomputed where it is needed
+            C, xhat_v = layout.view[1], None
+            normalize = _kernel(channel_normalize, x.dtype)
+            y = normalize(_abc(x._data, layout), mean.reshape(C), inv_std.reshape(C), w, b).reshape(x.shape)
+        else:
+            xhat_v = (x._data.reshape(layout.view) - mean) * inv_std
+            xhat = xhat_v.reshape(x.shape)
+            y = xhat * w.reshape(layout.param_shape) if w is not None else xhat
+            y = y + b.reshape(layout.param_shape) if b is not None else (y.copy() if y is xhat else y)
         ctx.save_for_backward(x, weight)
         ctx.xhat_v, ctx.inv_std, ctx.mean, ctx.var, ctx.eps = xhat_v, inv_std, mean, var, eps
         ctx.layout, ctx.batch_stats, ctx.bias_shape = layout, batch_stats, None if bias is None else bias.shape
@@ -60,11 +150,12 @@ class Normalization(Function):
 
     @staticmethod
     def backward(ctx, g):
+        if not is_grad_enabled(): return Normalization.plain_backward(ctx, g)
+        # create_graph: Tensor ops, recorded, and xhat and inv_std recomputed from x by recorded ops,
+        # because the second derivative must see how they depend on x
         x, w = ctx.saved_tensors
         layout, shape = ctx.layout, x.shape
-        if is_grad_enabled():   # create_graph: the second derivative must see how xhat and inv_std depend on x
-            xhat_v, inv_std = _normalized(x, ctx.mean, ctx.var, ctx.eps, layout, ctx.batch_stats)
-        else: xhat_v, inv_std = Tensor(ctx.xhat_v), Tensor(ctx.inv_std)
+        xhat_v, inv_std = _normalized(x, ctx.mean, ctx.var, ctx.eps, layout, ctx.batch_stats)
         xhat = xhat_v if layout.view == shape else Reshape.apply(xhat_v, shape)
         gx = gw = gb = None
         if ctx.needs_input_grad[0]:
@@ -76,14 +167,35 @@ class Normalization(Function):
         return gx, gw, gb, None, None, None, None, None
 
     @staticmethod
+    def plain_backward(ctx, g):
+        "The same formulas on the saved NumPy arrays, for a backward that is not recorded (no create_graph)."
+        x, w = ctx.saved_tensors
+        layout, g, wd = ctx.layout, g._data, None if w is None else w._data
+        if ctx.batch_stats and _channels(layout):   # batch norm in training: two passes, in the channel kernel
+            C = layout.view[1]
+            backward = _kernel(channel_norm_backward, g.dtype if g.dtype == x.dtype else None)   # None: the reference
+            gx, gb, gw = backward(_abc(g, layout), _abc(x._data, layout), ctx.mean.reshape(C), ctx.inv_std.reshape(C), wd)
+            return _grads(ctx, gx, gw, gb)
+        xhat_v = _xhat(ctx, x)
+        gp = (g if wd is None else g * wd.reshape(layout.param_shape)).reshape(layout.view)
+        if ctx.batch_stats:
+            gx = gp - gp.mean(layout.axes, keepdims=True)
+            gx -= xhat_v * (gp * xhat_v).mean(layout.axes, keepdims=True)
+            gx *= ctx.inv_std
+        else: gx = gp * ctx.inv_std
+        summed = tuple(d for d, n in enumerate(layout.param_shape) if n == 1)   # the axes the parameters do not run along
+        gw = (g * xhat_v.reshape(x.shape)).sum(summed) if ctx.needs_input_grad[1] else None
+        return _grads(ctx, gx, gw, g.sum(summed) if ctx.needs_input_grad[2] else None)
+
+    @staticmethod
     def jvp(ctx, tx, tw, tb, *_):
         x, w = ctx.saved_tensors
-        layout, shape = ctx.layout, x.shape
-        xhat_v, inv_std = Tensor(ctx.xhat_v), Tensor(ctx.inv_std)
+        layout, shape, xhat_np = ctx.layout, x.shape, _xhat(ctx, x)
+        xhat_v, inv_std = Tensor(xhat_np), Tensor(ctx.inv_std)
         t = _project(_as_view(tx, layout), xhat_v, inv_std, layout.axes, ctx.batch_stats)
         if layout.view != shape: t = Reshape.apply(t, shape)
         if w is not None: t = t * Reshape.apply(w, layout.param_shape)
-        if tw is not None: t = t + Tensor(ctx.xhat_v.reshape(shape)) * Reshape.apply(tw, layout.param_shape)
+        if tw is not None: t = t + Tensor(xhat_np.reshape(shape)) * Reshape.apply(tw, layout.param_shape)
         if tb is not None: t = t + Reshape.apply(tb, layout.param_shape)
         return t
 
@@ -112,6 +224,10 @@ def _need_vector(t, name:str, size, input, who, what:str):
 
 def _moments(a:np.ndarray, layout:_Layout):
     "Mean and biased variance of `a` viewed as layout.view, over layout.axes (kept): two passes, accumulated in float64."
+    if _channels(layout):
+        mean, var = _kernel(channel_moments, a.dtype)(_abc(a, layout))
+        kept = tuple(1 if d in layout.axes else n for d, n in enumerate(layout.view))
+        return mean.reshape(kept), var.reshape(kept)
     v = a.reshape(layout.view)
     mean = v.mean(layout.axes, keepdims=True, dtype=np.float64)
     var = v.var(layout.axes, keepdims=True, dtype=np.float64, mean=mean)

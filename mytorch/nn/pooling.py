@@ -17,6 +17,7 @@ from collections import namedtuple
 import numpy as np
 from ..engine import Tensor, Function
 from .module import Module
+from ..kernels import compiled_kernel, kernel_backend
 
 # %% ../../nbs/26_pooling.ipynb #13d674ad
 def pool_output_size(n:int, # input length along the axis (padding not included)
@@ -102,8 +103,17 @@ def _first_real(start:np.ndarray, d:int) -> np.ndarray:
     "The first position >= 0 of each window starting at `start` with taps `d` apart."
     return np.where(start < 0, start + (-start + d - 1) // d * d, start)
 
-def _max_pool_indices(a:np.ndarray, geo:_Geometry) -> np.ndarray:
-    "Flat indices (h * W + w) into each plane of `a` (..., H, W) of every window's maximum, chosen as PyTorch's loop does."
+def _bench_max_pool(rng, n:int, dtype) -> tuple:
+    "(a, geo) for one timed max_pool_with_indices call on about n numbers: 2x2 windows, stride 2, over 32 maps."
+    side = max(2, 2 * round(math.sqrt(n / 128)))
+    return (rng.standard_normal((8, 4, side, side)).astype(dtype),
+            _Geometry(2, (2, 2), (2, 2), (0, 0), (1, 1), False, (side, side), (side // 2, side // 2)))
+
+@compiled_kernel('max_pool_with_indices', extension='pool', default=True, bench=_bench_max_pool)
+def max_pool_with_indices(a:np.ndarray, # (..., H, W)
+                          geo:_Geometry, # the windows, from `_geometry`
+                         ) -> tuple: # (values, indices), each (..., OH, OW); indices are int64, flat (h * W + w)
+    "Each window's maximum in `a` and its flat index into the window's plane, chosen as PyTorch's loop does."
     H, W = a.shape[-2:]
     (kh, kw), (sh, sw), (ph, pw), (dh, dw), (oh, ow) = geo.kernel, geo.stride, geo.padding, geo.dilation, geo.out_size
     fill = -np.inf if a.dtype.kind == 'f' else np.iinfo(a.dtype).min
@@ -119,7 +129,32 @@ def _max_pool_indices(a:np.ndarray, geo:_Geometry) -> np.ndarray:
         if nan: better |= np.isnan(v)        # PyTorch: `val > max || isnan(val)`, so the last nan wins
         np.copyto(best, v, where=better)
         np.copyto(index, (h0 + i * dh) * W + w0 + j * dw, where=better)
-    return index
+    return best, index
+
+# %% ../../nbs/26_pooling.ipynb #60db1078
+def _bench_scatter_add(rng, n:int, dtype) -> tuple:
+    "(g, idx, n) for one timed plane_scatter_add call: the backward of a 2x2 max pool over about n numbers."
+    a, geo = _bench_max_pool(rng, n, dtype)
+    _, idx = max_pool_with_indices.reference(a, geo)
+    P = a.shape[0] * a.shape[1]
+    return rng.standard_normal(idx.shape).astype(dtype).reshape(P, -1), idx.reshape(P, -1), a.shape[-2] * a.shape[-1]
+
+@compiled_kernel('plane_scatter_add', extension='pool', default=True, bench=_bench_scatter_add)
+def plane_scatter_add(g:np.ndarray, # (P, m) values, one row per plane
+                      idx:np.ndarray, # (P, m) integer positions in [0, n) within each plane
+                      n:int, # elements per plane
+                     ) -> np.ndarray: # (P, n), of g's dtype
+    "A new (P, n) array, zero but for each g[p, o] added at position idx[p, o] of row p; repeated positions add up."
+    P = g.shape[0]
+    bins = (idx + np.arange(P)[:, None] * n).reshape(-1)     # plane p owns bins [p*n, (p+1)*n)
+    return np.bincount(bins, weights=g.reshape(-1), minlength=P * n).astype(g.dtype, copy=False).reshape(P, n)
+
+# %% ../../nbs/26_pooling.ipynb #cdcfd3f5
+_KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+def _kernel(f, dtype):
+    "Kernel `f` as dispatched (compiled or reference) for float32 and float64; its NumPy reference for other dtypes."
+    return f if dtype in _KERNEL_DTYPES else f.reference
 
 # %% ../../nbs/26_pooling.ipynb #1df1f767
 def _planes(shape:tuple, nd:int) -> tuple:
@@ -129,15 +164,17 @@ def _planes(shape:tuple, nd:int) -> tuple:
 class PlaneGather(Function):
     "gather(x, idx): y[..., o] = x[..., idx[..., o]] over the flattened last nd dims: dx = scatter_add(g, idx)"
     @staticmethod
-    def forward(ctx, x, idx, nd):
+    def forward(ctx, x, idx, nd, values=None):
         ctx.idx, ctx.nd, ctx.in_shape = idx, nd, x.shape
+        if values is not None: return values   # gathered already: max pooling finds values and indices in one pass
         P, n = _planes(x.shape, nd)
         if idx.size == 0: return np.zeros(idx.shape, dtype=x.dtype)
         return np.take_along_axis(x._data.reshape(P, n), idx.reshape(P, -1), 1).reshape(idx.shape)
     @staticmethod
-    def backward(ctx, g): return PlaneScatterAdd.apply(g, ctx.idx, ctx.in_shape, ctx.nd), None, None
+    def backward(ctx, g):
+        return (PlaneScatterAdd.apply(g, ctx.idx, ctx.in_shape, ctx.nd),) + (None,) * (len(ctx.needs_input_grad) - 1)
     @staticmethod
-    def jvp(ctx, t, _, __): return PlaneGather.apply(t, ctx.idx, ctx.nd)
+    def jvp(ctx, t, *_): return PlaneGather.apply(t, ctx.idx, ctx.nd)
 
 class PlaneScatterAdd(Function):
     "scatter_add(g, idx, shape): a zero tensor of `shape` with each g[..., o] added at idx[..., o] of its plane: dg = gather(gg, idx)"
@@ -146,8 +183,7 @@ class PlaneScatterAdd(Function):
         ctx.idx, ctx.nd, ctx.shape = idx, nd, shape
         P, n = _planes(shape, nd)
         if P * n == 0 or g._data.size == 0: return np.zeros(shape, dtype=g.dtype)
-        bins = (idx.reshape(P, -1) + np.arange(P)[:, None] * n).reshape(-1)
-        return np.bincount(bins, weights=g._data.reshape(-1), minlength=P * n).astype(g.dtype, copy=False).reshape(shape)
+        return _kernel(plane_scatter_add, g.dtype)(g._data.reshape(P, -1), idx.reshape(P, -1), n).reshape(shape)
     @staticmethod
     def backward(ctx, gg): return PlaneGather.apply(gg, ctx.idx, ctx.nd), None, None, None
     @staticmethod
@@ -157,9 +193,9 @@ class PlaneScatterAdd(Function):
 def _max_pool(input, nd, who, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
     geo = _geometry(input, nd, who, kernel_size, stride, padding, dilation, ceil_mode)
     a = input._data if nd == 2 else input._data[..., None, :]
-    idx = _max_pool_indices(a, geo)
-    if nd == 1: idx = idx[..., 0, :]
-    out = PlaneGather.apply(input, idx, nd)
+    values, idx = _kernel(max_pool_with_indices, a.dtype)(a, geo)
+    if nd == 1: values, idx = values[..., 0, :], idx[..., 0, :]
+    out = PlaneGather.apply(input, idx, nd, values)
     return (out, Tensor(idx, _origin=out._origin)) if return_indices else out
 
 def max_pool2d(input:Tensor, # (N, C, H, W) or (C, H, W)

@@ -6,7 +6,7 @@ Docs: https://mytorch-book.github.io/mytorch/recurrent.html.md"""
 
 # %% auto #0
 __all__ = ['rnn_tanh_cell', 'rnn_relu_cell', 'lstm_cell', 'gru_cell', 'RNNCellBase', 'RNNCell', 'LSTMCell', 'GRUCell',
-           'VJPByRecompute', 'LSTMSequence', 'RNNBase', 'RNN', 'LSTM', 'GRU']
+           'lstm_gates', 'lstm_gates_backward', 'VJPByRecompute', 'LSTMSequence', 'RNNBase', 'RNN', 'LSTM', 'GRU']
 
 # %% ../../nbs/28_recurrent.ipynb #5465f090
 import functools
@@ -22,6 +22,7 @@ from ..shape import Reshape, Permute, Split, Cat, Stack, Unbind
 from .module import Module, Parameter
 from .layers import LinearFunction, dropout, _param_dtype
 from . import init
+from ..kernels import compiled_kernel
 
 # %% ../../nbs/28_recurrent.ipynb #39434642
 def _describe(t) -> str: return f"shape {t.shape}, {t.dtype}, made at {t.origin}"
@@ -227,6 +228,58 @@ def _lstm_reference(x, h0, c0, w_ih, w_hh, b_ih=None, b_hh=None, *, reverse:bool
     out, (h, c) = _run_cell(lstm_cell, x, (h0, c0), (w_ih, w_hh, b_ih, b_hh), reverse)
     return out, h, c
 
+# %% ../../nbs/28_recurrent.ipynb #6592ed7c
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+def _check_gate_arrays(who:str, names:tuple, arrays:tuple, wide:tuple, writes:tuple):
+    """Refuse arrays that are not of one float dtype and 2-D with one batch size, 4H columns for those in `wide` and H
+    for the others, and writeable where written; kernels/recurrent.pyx raises the same messages."""
+    for name, x in zip(names, arrays):
+        if not isinstance(x, np.ndarray):
+            raise TypeError(f"{who}: {name} must be a NumPy array, got {type(x).__name__}.")
+    x0 = arrays[0]
+    if x0.dtype not in _FLOATS:
+        raise TypeError(f"{who}: {names[0]} has dtype {x0.dtype}, but the kernel takes float32 or float64 arrays. "
+                        f"Convert it first, e.g. {names[0]}.astype(np.float32).")
+    for name, x in zip(names, arrays):
+        if x.dtype != x0.dtype:
+            raise TypeError(f"{who}: {name} has dtype {x.dtype} but {names[0]} has {x0.dtype}; the kernel does not "
+                            f"promote. Convert it first, e.g. {name}.astype({names[0]}.dtype).")
+    if x0.ndim != 2 or x0.shape[1] % 4:
+        raise ValueError(f"{who}: {names[0]} must have shape (batch, 4 * hidden), got {x0.shape}.")
+    B, H = x0.shape[0], x0.shape[1] // 4
+    for name, x in zip(names, arrays):
+        want = (B, 4 * H) if name in wide else (B, H)
+        if x.shape != want:
+            raise ValueError(f"{who}: {name} has shape {x.shape}, but {names[0]} {x0.shape} makes batch {B} and "
+                             f"hidden {H}, so it must be {want}.")
+        if name in writes and not x.flags.writeable:
+            raise ValueError(f"{who}: {name} (shape {x.shape}) is read-only; the kernel writes into it. Pass a copy.")
+
+def _lstm_gates_args(rng, n:int, dtype) -> tuple:
+    "Benchmark arguments: pre-activations of about n numbers (hidden 64, batch n // 256) and the state arrays."
+    B, H = max(1, n // 256), 64
+    a = -np.abs(rng.standard_normal((B, 4 * H))).astype(dtype)
+    return (a, rng.standard_normal((B, H)).astype(dtype), *(np.empty((B, H), dtype) for _ in range(3)))
+
+@compiled_kernel('lstm_gates', extension='recurrent', default=True, bench=_lstm_gates_args)
+def lstm_gates(a:np.ndarray, # (B, 4H) pre-activations, scaled: -z for i, f and o, -2z for g; overwritten by the gates
+               c_prev:np.ndarray, # (B, H) the previous cell state
+               c:np.ndarray, # (B, H) written: the new cell state
+               tc:np.ndarray, # (B, H) written: tanh(c), which backward needs
+               h:np.ndarray, # (B, H) written: the new hidden state
+              ) -> np.ndarray: # h
+    "One LSTM step after the matrix products: the gates i, f, g, o (in place of a), c = f c_prev + i g, tanh(c) and h = o tanh(c)."
+    _check_gate_arrays('lstm_gates', ('a', 'c_prev', 'c', 'tc', 'h'), (a, c_prev, c, tc, h), ('a',), ('a', 'c', 'tc', 'h'))
+    H = c.shape[1]
+    np.exp(a, out=a); a += 1; np.reciprocal(a, out=a)   # the sigmoid of every gate (of 2z for g)
+    g = a[:, 2 * H:3 * H]
+    g *= 2; g -= 1                                      # g = tanh(z_g)
+    np.multiply(a[:, H:2 * H], c_prev, out=c)           # c_t = f * c_{t-1} + i * g
+    c += a[:, :H] * g
+    np.tanh(c, out=tc)
+    return np.multiply(a[:, 3 * H:], tc, out=h)         # h_t = o * tanh(c_t)
+
 # %% ../../nbs/28_recurrent.ipynb #2cc31e4f
 def _lstm_forward(X, h0, c0, Wih, Whh, b, reverse:bool):
     "The LSTM recurrence on arrays: out (T, B, H), h_T, c_T, and the activations backward needs."
@@ -245,44 +298,60 @@ def _lstm_forward(X, h0, c0, Wih, Whh, b, reverse:bool):
         for t in (range(T - 1, -1, -1) if reverse else range(T)):
             a = A[t]
             a += h @ WT
-            np.exp(a, out=a); a += 1; np.reciprocal(a, out=a)   # the sigmoid of every gate (of 2z for g)
-            g = a[:, 2 * H:3 * H]
-            g *= 2; g -= 1                                      # g = tanh(z_g)
-            c_new = C[t]
-            np.multiply(a[:, H:2 * H], c, out=c_new)            # c_t = f * c_{t-1} + i * g
-            c_new += a[:, :H] * g
-            np.tanh(c_new, out=TC[t])
-            h = np.multiply(a[:, 3 * H:], TC[t], out=out[t])    # h_t = o * tanh(c_t)
-            c = c_new
+            h = lstm_gates(a, c, C[t], TC[t], out[t])   # a becomes the gates; c_t, tanh(c_t) and h_t are written
+            c = C[t]
     # out goes to the caller, who may write into it: backward keeps its own copy of the states
     return out, h.copy(), c.copy(), (A, C, TC, out.copy())
+
+# %% ../../nbs/28_recurrent.ipynb #6e0e72c1
+def _lstm_gates_backward_args(rng, n:int, dtype) -> tuple:
+    "Benchmark arguments: gates of about n numbers (hidden 64, batch n // 256) and the step's other arrays."
+    B, H = max(1, n // 256), 64
+    gates = rng.random((B, 4 * H)).astype(dtype)
+    gates[:, 2 * H:3 * H] = 2 * gates[:, 2 * H:3 * H] - 1
+    c_prev, tc, dh, dc = (rng.standard_normal((B, H)).astype(dtype) for _ in range(4))
+    return gates, c_prev, np.tanh(tc), dh, dc, np.empty((B, 4 * H), dtype)
+
+@compiled_kernel('lstm_gates_backward', extension='recurrent', default=True, bench=_lstm_gates_backward_args)
+def lstm_gates_backward(gates:np.ndarray, # (B, 4H) the step's gates i, f, g, o, as lstm_gates left them
+                        c_prev:np.ndarray, # (B, H) the cell state before the step
+                        tc:np.ndarray, # (B, H) tanh of the cell state after it
+                        dh:np.ndarray, # (B, H) dL/dh_t, all of it: the output's share and the next step's
+                        dc:np.ndarray, # (B, H) dL/dc_t from the next step; overwritten by dL/dc_{t-1}
+                        dz:np.ndarray, # (B, 4H) written: dL/dz_t, the gradient of the (unscaled) pre-activations
+                       ) -> np.ndarray: # dz
+    "One step of LSTM backpropagation through the gates: dz_t, and dc carried back to the previous step."
+    _check_gate_arrays('lstm_gates_backward', ('gates', 'c_prev', 'tc', 'dh', 'dc', 'dz'),
+                       (gates, c_prev, tc, dh, dc, dz), ('gates', 'dz'), ('dc', 'dz'))
+    H = tc.shape[1]
+    i, f, g, o = gates[:, :H], gates[:, H:2 * H], gates[:, 2 * H:3 * H], gates[:, 3 * H:]
+    t = tc * tc; np.subtract(1, t, out=t); t *= o; t *= dh   # dL/dc_t through h_t: dh o (1 - tanh(c_t)^2),
+    dc += t                                                  # plus step t+1's
+    np.multiply(dc, g, out=dz[:, :H])                        # dL/di = dc * g
+    np.multiply(dc, c_prev, out=dz[:, H:2 * H])              # dL/df = dc * c_{t-1}
+    np.multiply(dc, i, out=dz[:, 2 * H:3 * H])               # dL/dg = dc * i
+    np.multiply(dh, tc, out=dz[:, 3 * H:])                   # dL/do = dh * tanh(c_t)
+    s = 1 - gates; s *= gates                                # sigma (1 - sigma) for i, f, o,
+    sg = s[:, 2 * H:3 * H]
+    np.multiply(g, g, out=sg); np.subtract(1, sg, out=sg)    # and 1 - g^2 for g
+    dz *= s                                                  # dL/dz, through the activations
+    dc *= f                                                  # dL/dc_{t-1} along the cell state
+    return dz
 
 # %% ../../nbs/28_recurrent.ipynb #0725ed5c
 def _lstm_backward(gout, gh, gc, X, h0, c0, Wih, Whh, cache, reverse:bool, need_x:bool) -> tuple:
     "Backpropagation through time on arrays: the gradients of x (None unless need_x), h0, c0, W_ih, W_hh and the bias."
     A, C, TC, Hs = cache
     T, B, H = TC.shape
-    i, f, g, o = A[..., :H], A[..., H:2 * H], A[..., 2 * H:3 * H], A[..., 3 * H:]
-    dA = 1 - A; dA *= A                                     # sigma (1 - sigma) for every step at once,
-    dg = dA[..., 2 * H:3 * H]
-    np.multiply(g, g, out=dg); np.subtract(1, dg, out=dg)   # and 1 - g^2 for the g gate
-    O1 = TC * TC; np.subtract(1, O1, out=O1); O1 *= o       # dh_t / dc_t = o (1 - tanh(c_t)^2)
     D = np.empty_like(A)
     dh, dc = gh.copy(), gc.copy()
     steps = range(T) if reverse else range(T - 1, -1, -1)
     first = steps[-1]                                       # the step read first, whose c_{t-1} is c0
     for t in steps:
         c_prev = c0 if t == first else C[t + 1 if reverse else t - 1]
-        d = D[t]
         dh += gout[t]                                       # dL/dh_t: its output's share, plus step t+1's
-        dc += dh * O1[t]                                    # dL/dc_t: through h_t, plus step t+1's
-        np.multiply(dc, g[t], out=d[:, :H])                 # dL/di = dc * g
-        np.multiply(dc, c_prev, out=d[:, H:2 * H])          # dL/df = dc * c_{t-1}
-        np.multiply(dc, i[t], out=d[:, 2 * H:3 * H])        # dL/dg = dc * i
-        np.multiply(dh, TC[t], out=d[:, 3 * H:])            # dL/do = dh * tanh(c_t)
-        d *= dA[t]                                          # dL/dz, through the activations
-        dc *= f[t]                                          # dL/dc_{t-1} along the cell state
-        dh = d @ Whh                                        # dL/dh_{t-1} through the gates
+        lstm_gates_backward(A[t], c_prev, TC[t], dh, dc, D[t])   # D[t] = dL/dz_t; dc becomes dL/dc_{t-1}
+        dh = D[t] @ Whh                                     # dL/dh_{t-1} through the gates
     D2 = D.reshape(T * B, 4 * H)
     H_prev = np.concatenate((Hs[1:], h0[None]) if reverse else (h0[None], Hs[:-1])).reshape(T * B, H)
     dx = (D2 @ Wih).reshape(X.shape) if need_x else None

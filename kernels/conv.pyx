@@ -1,0 +1,158 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
+"""im2col and col2im for the convolution chapter (nbs/25_conv.ipynb), in one pass each.
+
+`setup.py` compiles this file into `mytorch._conv`. The NumPy references are `im2col` and
+`col2im` in `mytorch.nn.conv`, marked there with `@compiled_kernel`; these functions take the
+same arguments and compute the same numbers, bit for bit: im2col copies, and col2im adds the
+terms of every input position in the same order as the reference (kernel offset (i, j) in
+row-major order, starting from zero).
+
+What the loops do differently from the references:
+- im2col reads the input in place and writes the zeros of the padding as it goes; the
+  reference first copies the input into a zero-padded array, then copies every window out
+  of it through an `as_strided` view (two passes, one temporary).
+- col2im walks the columns once and adds each entry into its input position, skipping the
+  ones that fall into padding; the reference makes kh*kw strided whole-array additions,
+  each a pass over the output.
+
+Each def checks what the reference would trip over or silently misread: the dtype (float32
+or float64 only), the number of dimensions, and an `out` array of the wrong shape, dtype or
+layout. Non-contiguous inputs are copied with np.ascontiguousarray, never read through
+strides. The loops are written once over the fused type `floating`; the defs pick the
+specialisation from the dtype themselves (Cython's automatic dispatch costs about a
+microsecond per call).
+"""
+from cython cimport floating
+from libc.string cimport memcpy, memset
+import numpy as np
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _float_array(kernel, name, a):
+    "`a` as an ndarray of float32 or float64, or a TypeError naming the kernel, the input and the fix."
+    a = np.asarray(a)
+    if a.dtype not in _FLOATS:
+        raise TypeError(f"{kernel}: {name} has dtype {a.dtype}, but the compiled kernel takes float32 or float64 "
+                        f"arrays. Convert it first, e.g. {name}.astype(np.float64), or call {kernel}.reference.")
+    return a
+
+
+def _ndim(kernel, name, a, int n, what):
+    if a.ndim != n:
+        raise ValueError(f"{kernel}: {name} must be {n}-D {what}, got shape {a.shape}.")
+
+
+cdef void _im2col(const floating* x, floating* out, Py_ssize_t planes, Py_ssize_t H, Py_ssize_t W,
+                  Py_ssize_t kh, Py_ssize_t kw, Py_ssize_t Ho, Py_ssize_t Wo, Py_ssize_t sh, Py_ssize_t sw,
+                  Py_ssize_t dh, Py_ssize_t dw, Py_ssize_t lh, Py_ssize_t lw) noexcept nogil:
+    cdef Py_ssize_t pl, i, j, p, q, r, c0, q0, q1
+    cdef const floating* row
+    cdef floating* o = out
+    for pl in range(planes):
+        for i in range(kh):
+            for j in range(kw):
+                c0 = j * dw - lw                        # the input column that output column 0 reads
+                q0 = 0                                  # [q0, q1): the output columns that read inside the input
+                if c0 < 0: q0 = min(Wo, (-c0 + sw - 1) // sw)
+                q1 = Wo
+                if c0 + (Wo - 1) * sw >= W: q1 = max(q0, min(Wo, (W - 1 - c0) // sw + 1)) if W - 1 - c0 >= 0 else q0
+                for p in range(Ho):
+                    r = p * sh + i * dh - lh
+                    if r < 0 or r >= H:
+                        memset(o, 0, Wo * sizeof(floating))
+                    else:
+                        row = x + (pl * H + r) * W + c0
+                        for q in range(q0): o[q] = 0
+                        if sw == 1:
+                            memcpy(o + q0, row + q0, (q1 - q0) * sizeof(floating))
+                        else:
+                            for q in range(q0, q1): o[q] = row[q * sw]
+                        for q in range(q1, Wo): o[q] = 0
+                    o += Wo
+
+
+def im2col(x, geom, out=None):
+    "Every window of the zero-padded input as a column: (N, C, H, W) -> (N, C, kh, kw, Ho, Wo), contiguous."
+    x = _float_array('im2col', 'x', x)
+    _ndim('im2col', 'x', x, 4, '(N, C, H, W)')
+    cdef Py_ssize_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3]
+    cdef Py_ssize_t kh = geom.kernel[0], kw = geom.kernel[1], Ho = geom.out_size[0], Wo = geom.out_size[1]
+    cdef Py_ssize_t sh = geom.stride[0], sw = geom.stride[1], dh = geom.dilation[0], dw = geom.dilation[1]
+    cdef Py_ssize_t lh = geom.pad_lo[0], lw = geom.pad_lo[1]
+    if min(kh, kw, Ho, Wo, sh, sw, dh, dw) < 0 or min(sh, sw, dh, dw) < 1:
+        raise ValueError(f"im2col: geometry {geom} has a negative size or a stride or dilation below 1.")
+    shape = (N, C, kh, kw, Ho, Wo)
+    if out is None:
+        out = np.empty(shape, x.dtype)
+    elif not isinstance(out, np.ndarray) or out.shape != shape or out.dtype != x.dtype or not out.flags.c_contiguous:
+        raise ValueError(f"im2col: out must be a C-contiguous {x.dtype} array of shape {shape}, got "
+                         + (f"{type(out).__name__}" if not isinstance(out, np.ndarray) else
+                            f"{out.dtype} of shape {out.shape}{'' if out.flags.c_contiguous else ', not contiguous'}")
+                         + ". Pass out=None to get a new array.")
+    if out.size == 0: return out
+    x = np.ascontiguousarray(x)
+    cdef float[:, :, :, ::1] x32, o32
+    cdef double[:, :, :, ::1] x64, o64
+    flat = out.reshape(N, C, kh * kw * Ho, Wo)
+    if x.dtype.char == 'f':
+        x32, o32 = x, flat
+        if x.size == 0: o32[...] = 0
+        else:
+            with nogil: _im2col[float](&x32[0, 0, 0, 0], &o32[0, 0, 0, 0], N * C, H, W, kh, kw, Ho, Wo, sh, sw, dh, dw, lh, lw)
+    else:
+        x64, o64 = x, flat
+        if x.size == 0: o64[...] = 0
+        else:
+            with nogil: _im2col[double](&x64[0, 0, 0, 0], &o64[0, 0, 0, 0], N * C, H, W, kh, kw, Ho, Wo, sh, sw, dh, dw, lh, lw)
+    return out
+
+
+cdef void _col2im(const floating* cols, floating* out, Py_ssize_t planes, Py_ssize_t H, Py_ssize_t W,
+                  Py_ssize_t kh, Py_ssize_t kw, Py_ssize_t Ho, Py_ssize_t Wo, Py_ssize_t sh, Py_ssize_t sw,
+                  Py_ssize_t dh, Py_ssize_t dw, Py_ssize_t lh, Py_ssize_t lw) noexcept nogil:
+    cdef Py_ssize_t pl, i, j, p, q, r, c0, q0, q1
+    cdef floating* row
+    cdef const floating* src = cols
+    for pl in range(planes):
+        for i in range(kh):
+            for j in range(kw):
+                c0 = j * dw - lw
+                q0 = 0
+                if c0 < 0: q0 = min(Wo, (-c0 + sw - 1) // sw)
+                q1 = Wo
+                if c0 + (Wo - 1) * sw >= W: q1 = max(q0, min(Wo, (W - 1 - c0) // sw + 1)) if W - 1 - c0 >= 0 else q0
+                for p in range(Ho):
+                    r = p * sh + i * dh - lh
+                    if r >= 0 and r < H:
+                        row = out + (pl * H + r) * W + c0
+                        if sw == 1:
+                            for q in range(q0, q1): row[q] += src[q]
+                        else:
+                            for q in range(q0, q1): row[q * sw] += src[q]
+                    src += Wo
+
+
+def col2im(cols, geom):
+    "The adjoint of im2col: (N, C, kh, kw, Ho, Wo) columns added into a new (N, C, H, W) array; padding dropped."
+    cols = _float_array('col2im', 'cols', cols)
+    _ndim('col2im', 'cols', cols, 6, '(N, C, kh, kw, Ho, Wo)')
+    cdef Py_ssize_t N = cols.shape[0], C = cols.shape[1], kh = cols.shape[2], kw = cols.shape[3]
+    cdef Py_ssize_t Ho = cols.shape[4], Wo = cols.shape[5], H = geom.in_size[0], W = geom.in_size[1]
+    cdef Py_ssize_t sh = geom.stride[0], sw = geom.stride[1], dh = geom.dilation[0], dw = geom.dilation[1]
+    cdef Py_ssize_t lh = geom.pad_lo[0], lw = geom.pad_lo[1]
+    if min(H, W) < 0 or min(sh, sw, dh, dw) < 1:
+        raise ValueError(f"col2im: geometry {geom} has a negative input size or a stride or dilation below 1.")
+    out = np.zeros((N, C, H, W), cols.dtype)
+    if out.size == 0 or cols.size == 0: return out
+    cols = np.ascontiguousarray(cols)
+    cdef float[:, :, :, ::1] c32, o32
+    cdef double[:, :, :, ::1] c64, o64
+    flat = cols.reshape(N, C, kh * kw * Ho, Wo)
+    if cols.dtype.char == 'f':
+        c32, o32 = flat, out
+        with nogil: _col2im[float](&c32[0, 0, 0, 0], &o32[0, 0, 0, 0], N * C, H, W, kh, kw, Ho, Wo, sh, sw, dh, dw, lh, lw)
+    else:
+        c64, o64 = flat, out
+        with nogil: _col2im[double](&c64[0, 0, 0, 0], &o64[0, 0, 0, 0], N * C, H, W, kh, kw, Ho, Wo, sh, sw, dh, dw, lh, lw)
+    return out

@@ -1,0 +1,213 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
+"""Max pooling with its argmax, and the scatter-add of its backward, for the pooling chapter
+(nbs/26_pooling.ipynb), in one pass each.
+
+`setup.py` compiles this file into `mytorch._pool`. The NumPy references are
+`max_pool_with_indices` and `plane_scatter_add` in `mytorch.nn.pooling`, marked there with
+`@compiled_kernel`; these functions take the same arguments and return the same numbers, bit
+for bit.
+
+What the loops do differently from the references:
+- max_pool_with_indices works one output row at a time: the row's maxima and indices stay in
+  the cache while every tap updates them in PyTorch's order (`val > max or isnan(val)`, so
+  the first maximum wins a tie and the last nan wins), with padded taps skipped rather than
+  stored, and the update is branch-free; the reference pads the input with -inf (a copy),
+  then makes kh*kw passes over the whole output, each a comparison, two masked copies and
+  an index computation.
+- plane_scatter_add adds every gradient into its plane at its index; the reference builds an
+  index array of global bins, and `np.bincount`, which accumulates in float64, so float32
+  gradients make a float64 round trip through a full-size temporary. The kernel accumulates
+  a float32 plane in a float64 row of one plane's size, in the same order as bincount, so the
+  results agree exactly.
+
+Each def checks the dtype (float32 or float64), the shapes, and that every index lies inside
+its plane; non-contiguous inputs are copied with np.ascontiguousarray.
+"""
+from cython cimport floating
+from libc.stdint cimport int64_t
+from libc.math cimport INFINITY
+from libc.stdlib cimport malloc, free
+from libc.string cimport memset
+import numpy as np
+
+cdef extern from *:
+    """
+    /* Branch-free selects: c ? a : b through bit masks. Written as a ternary, GCC compiles the
+       max pool's update into a branch, which random data mispredicts about half the time. */
+    #include <stdint.h>
+    #include <string.h>
+    static inline double mp_select_double(int c, double a, double b) {
+        uint64_t ia, ib, m = (uint64_t)0 - (uint64_t)(c != 0); double r;
+        memcpy(&ia, &a, 8); memcpy(&ib, &b, 8); ia = (ia & m) | (ib & ~m); memcpy(&r, &ia, 8); return r;
+    }
+    static inline float mp_select_float(int c, float a, float b) {
+        uint32_t ia, ib, m = (uint32_t)0 - (uint32_t)(c != 0); float r;
+        memcpy(&ia, &a, 4); memcpy(&ib, &b, 4); ia = (ia & m) | (ib & ~m); memcpy(&r, &ia, 4); return r;
+    }
+    static inline int64_t mp_select_int64(int c, int64_t a, int64_t b) {
+        int64_t m = -(int64_t)(c != 0); return (a & m) | (b & ~m);
+    }
+    """
+    double mp_select_double(int c, double a, double b) nogil
+    float mp_select_float(int c, float a, float b) nogil
+    int64_t mp_select_int64(int c, int64_t a, int64_t b) nogil
+
+
+cdef inline floating _select(int c, floating a, floating b) noexcept nogil:
+    if floating is float: return mp_select_float(c, a, b)
+    else: return mp_select_double(c, a, b)
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _float_array(kernel, name, a):
+    "`a` as an ndarray of float32 or float64, or a TypeError naming the kernel, the input and the fix."
+    a = np.asarray(a)
+    if a.dtype not in _FLOATS:
+        raise TypeError(f"{kernel}: {name} has dtype {a.dtype}, but the compiled kernel takes float32 or float64 "
+                        f"arrays. Convert it first, e.g. {name}.astype(np.float64), or call {kernel}.reference.")
+    return a
+
+
+cdef inline Py_ssize_t _first_real(Py_ssize_t start, Py_ssize_t d) noexcept nogil:
+    "The first position >= 0 of a window starting at `start` with taps `d` apart (as the reference's _first_real)."
+    if start < 0: return start + (-start + d - 1) // d * d
+    return start
+
+
+cdef void _max_pool(const floating* a, floating* best_out, int64_t* index_out, Py_ssize_t planes,
+                    Py_ssize_t H, Py_ssize_t W, Py_ssize_t kh, Py_ssize_t kw, Py_ssize_t sh, Py_ssize_t sw,
+                    Py_ssize_t ph, Py_ssize_t pw, Py_ssize_t dh, Py_ssize_t dw,
+                    Py_ssize_t oh, Py_ssize_t ow) noexcept nogil:
+    # One output row at a time: its maxima and indices start at -inf and each window's first real
+    # position, then every tap (i, j), in PyTorch's scan order, updates the whole row. Each
+    # window still sees its taps in order, so ties and nans resolve exactly as in the per-window
+    # loop; but the innermost loop now runs along the row, over independent windows, so the
+    # comparisons of neighbouring windows overlap instead of waiting for each other (a window's
+    # own taps form a chain of dependent compare-and-selects, slower than the row's loads and
+    # stores, which stay in the cache).
+    cdef Py_ssize_t pl, p, q, i, j, h0, r, c0, q0, q1, first_h, at
+    cdef floating v
+    cdef int better
+    cdef const floating* plane
+    cdef const floating* row
+    cdef floating* bo
+    cdef int64_t* io
+    for pl in range(planes):
+        plane = a + pl * H * W
+        for p in range(oh):
+            bo = best_out + (pl * oh + p) * ow
+            io = index_out + (pl * oh + p) * ow
+            h0 = p * sh - ph
+            first_h = _first_real(h0, dh) * W
+            for q in range(ow):
+                bo[q] = -INFINITY
+                io[q] = first_h + _first_real(q * sw - pw, dw)
+            for i in range(kh):
+                r = h0 + i * dh
+                if r < 0 or r >= H: continue
+                row = plane + r * W
+                for j in range(kw):
+                    c0 = j * dw - pw                    # the column that window 0 reads at this tap
+                    q0 = 0                              # [q0, q1): the windows whose tap lies inside the row
+                    if c0 < 0: q0 = min(ow, (-c0 + sw - 1) // sw)
+                    q1 = ow
+                    if c0 + (ow - 1) * sw >= W: q1 = max(q0, min(ow, (W - 1 - c0) // sw + 1)) if W - 1 - c0 >= 0 else q0
+                    at = r * W + c0
+                    for q in range(q0, q1):
+                        v = row[c0 + q * sw]
+                        better = (v > bo[q]) | (v != v)     # PyTorch's `val > max || isnan(val)`
+                        bo[q] = _select(better, v, bo[q])
+                        io[q] = mp_select_int64(better, at + q * sw, io[q])
+
+
+def max_pool_with_indices(a, geo):
+    "(values, indices) of the max pool of a (..., H, W) array: each window's maximum and its flat index h * W + w."
+    a = _float_array('max_pool_with_indices', 'a', a)
+    if a.ndim < 2:
+        raise ValueError(f"max_pool_with_indices: a must have at least 2 dims (..., H, W), got shape {a.shape}.")
+    cdef Py_ssize_t H = a.shape[a.ndim - 2], W = a.shape[a.ndim - 1]
+    cdef Py_ssize_t kh = geo.kernel[0], kw = geo.kernel[1], sh = geo.stride[0], sw = geo.stride[1]
+    cdef Py_ssize_t ph = geo.padding[0], pw = geo.padding[1], dh = geo.dilation[0], dw = geo.dilation[1]
+    cdef Py_ssize_t oh = geo.out_size[0], ow = geo.out_size[1]
+    if min(kh, kw, sh, sw, dh, dw) < 1 or min(ph, pw, oh, ow) < 0:
+        raise ValueError(f"max_pool_with_indices: geometry {geo} has a kernel, stride or dilation below 1, "
+                         "or a negative padding or output size.")
+    lead = a.shape[:a.ndim - 2]
+    cdef Py_ssize_t planes = 1
+    for n in lead: planes *= n
+    values = np.empty(lead + (oh, ow), a.dtype)
+    index = np.empty(lead + (oh, ow), np.int64)
+    if values.size == 0: return values, index
+    a = np.ascontiguousarray(a)
+    cdef float[::1] a32, v32
+    cdef double[::1] a64, v64
+    cdef int64_t[::1] ix = index.reshape(-1)
+    if a.dtype.char == 'f':
+        a32, v32 = a.reshape(-1), values.reshape(-1)
+        with nogil: _max_pool[float](&a32[0], &v32[0], &ix[0], planes, H, W, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow)
+    else:
+        a64, v64 = a.reshape(-1), values.reshape(-1)
+        with nogil: _max_pool[double](&a64[0], &v64[0], &ix[0], planes, H, W, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow)
+    return values, index
+
+
+cdef Py_ssize_t _scatter_add(const floating* g, const int64_t* idx, floating* out, double* acc,
+                             Py_ssize_t planes, Py_ssize_t m, Py_ssize_t n) noexcept nogil:
+    "Add g[p, o] into out[p, idx[p, o]]; returns -1, or the flat position of the first index outside [0, n)."
+    cdef Py_ssize_t p, o, k
+    cdef int64_t t
+    for p in range(planes):
+        if acc != NULL: memset(acc, 0, n * sizeof(double))
+        for o in range(m):
+            t = idx[o]
+            if t < 0 or t >= n: return p * m + o
+            if acc != NULL: acc[t] += <double>g[o]
+            else: out[t] += g[o]
+        if acc != NULL:
+            for k in range(n): out[k] = <floating>acc[k]
+        g += m
+        idx += m
+        out += n
+    return -1
+
+
+def plane_scatter_add(g, idx, n):
+    "A new (P, n) array, zero but for each g[p, o] added at position idx[p, o] of row p; g and idx are (P, m)."
+    g = _float_array('plane_scatter_add', 'g', g)
+    idx = np.asarray(idx)
+    if g.ndim != 2 or idx.shape != g.shape:
+        raise ValueError(f"plane_scatter_add: g and idx must be 2-D arrays (planes, values) of one shape, got g "
+                         f"{g.shape} and idx {idx.shape}.")
+    if idx.dtype.kind not in 'iu':
+        raise TypeError(f"plane_scatter_add: idx has dtype {idx.dtype}, but must hold integers. Convert it first, "
+                        "e.g. idx.astype(np.int64).")
+    cdef Py_ssize_t P = g.shape[0], m = g.shape[1], N = n
+    if N < 0: raise ValueError(f"plane_scatter_add: the plane size n must be non-negative, got {n}.")
+    out = np.zeros((P, N), g.dtype)
+    if out.size == 0 or g.size == 0: 
+        if g.size and N == 0:
+            raise IndexError(f"plane_scatter_add: index {int(idx.flat[0])} is out of range for planes of size 0.")
+        return out
+    g = np.ascontiguousarray(g)
+    idx = np.ascontiguousarray(idx, dtype=np.int64)
+    cdef float[:, ::1] g32, o32
+    cdef double[:, ::1] g64, o64
+    cdef const int64_t[:, ::1] ix = idx
+    cdef double* acc = NULL
+    cdef Py_ssize_t bad
+    if g.dtype.char == 'f':
+        g32, o32 = g, out
+        acc = <double*>malloc(N * sizeof(double))
+        if acc == NULL: raise MemoryError()
+        try:
+            with nogil: bad = _scatter_add[float](&g32[0, 0], &ix[0, 0], &o32[0, 0], acc, P, m, N)
+        finally:
+            free(acc)
+    else:
+        g64, o64 = g, out
+        with nogil: bad = _scatter_add[double](&g64[0, 0], &ix[0, 0], &o64[0, 0], NULL, P, m, N)
+    if bad >= 0:
+        raise IndexError(f"plane_scatter_add: idx[{bad // m}, {bad % m}] = {int(ix[bad // m, bad % m])} is out of "
+                         f"range for planes of size {N} (indices must lie in [0, {N})).")
+    return out
