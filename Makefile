@@ -71,6 +71,8 @@ bench: $(BIN)/.test-installed
 	$(BIN)/python benchmarks/lstm.py
 	$(BIN)/python benchmarks/conv.py
 	$(BIN)/python benchmarks/cnn_step.py
+	$(BIN)/python benchmarks/run_log.py
+	$(BIN)/python benchmarks/soak.py
 
 clean:
 	rm -rf _proc _docs _site build dist *.egg-info mytorch/*.so kernels/*.c

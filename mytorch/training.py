@@ -1,4 +1,4 @@
-"""`Trainer` runs the loop a PyTorch user writes by hand (train and eval modes, `zero_grad`, `backward`, `step`, validation under `no_grad`), with metrics, a progress bar, checkpoints that resume to the bit, and a stop at the first non-finite loss; `Run` records what a run was and what it did, and survives its crash.
+"""`Trainer` runs the loop a PyTorch user writes by hand (train and eval modes, `zero_grad`, `backward`, `step`, validation under `no_grad`), with metrics, a progress bar, checkpoints that resume to the bit, and a stop at the first non-finite loss; `Run` records what a run was and what it did, at a constant cost per entry, and survives its crash and the signal that stops it.
 
 Docs: https://mytorch-book.github.io/mytorch/training.html.md"""
 
@@ -8,6 +8,7 @@ Docs: https://mytorch-book.github.io/mytorch/training.html.md"""
 __all__ = ['git_state', 'Run', 'Trainer', 'format_history']
 
 # %% ../nbs/34_training.ipynb #1f020ce2
+import copy
 import datetime
 import inspect
 import json
@@ -15,11 +16,14 @@ import math
 import numbers
 import os
 import platform
+import signal
 import subprocess
 import sys
+import threading
 import time
 import traceback
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 import numpy as np
 import mytorch
@@ -72,17 +76,21 @@ def _from_json(v):
 
 # %% ../nbs/34_training.ipynb #5fcd12f8
 class Run:
-    "The record of one training run, kept in `dir/run.json`: config, seed, git commit, times, logged metrics, and how it ended."
-    def __init__(self, dir, # the run's directory (created if needed); the record is dir/run.json
+    "The record of one training run in `dir`: run.json (config, seed, git commit, times, how it ended) and metrics.jsonl (the logged entries)."
+    def __init__(self, dir, # the run's directory (created if needed): dir/run.json and dir/metrics.jsonl
                  config:dict=None, # the settings of the run: anything JSON can hold
                  seed:int=None, # seeds the default generator (mytorch.manual_seed) and is recorded; None: record its initial_seed()
-                 save_every:int=1, # write the record after every `save_every` log calls (and always at the end)
+                 save_every:int=1, # write the entries to the file every `save_every` log calls (and always at the end)
                  overwrite:bool=False, # replace an existing record in `dir` instead of refusing
-                 fsync:bool=True): # sync each write to the disk
+                 fsync:bool=True, # sync the record to the disk: at the end, at flush(), and every `sync_every_s` seconds
+                 sync_every_s:float=10.0, # the longest time a written entry may wait for its sync while logging
+                 catch_signals:bool=True): # record a SIGTERM or SIGHUP as 'terminated' before the signal takes its course
         if isinstance(save_every, bool) or not isinstance(save_every, int) or save_every < 1:
             raise ValueError(f"Run: save_every must be a positive integer, got {save_every!r}.")
+        if isinstance(sync_every_s, bool) or not isinstance(sync_every_s, numbers.Real) or not sync_every_s >= 0:
+            raise ValueError(f"Run: sync_every_s must be a number of seconds >= 0, got {sync_every_s!r}.")
         self.dir = Path(dir)
-        self.path = self.dir / 'run.json'
+        self.path, self.metrics_path = self.dir / 'run.json', self.dir / 'metrics.jsonl'
         if self.path.exists() and not overwrite:
             raise FileExistsError(f"Run: {str(self.path)!r} already holds the record of a run. Give each run its own "
                                   "directory, or pass overwrite=True to replace it.")
@@ -92,18 +100,39 @@ class Run:
         self.seed = seed if seed is not None else initial_seed()
         self.git = git_state()
         self.started, self.ended, self.duration_s = _now(), None, None
-        self.status, self.error, self.metrics = 'running', None, []
+        self.status, self.error, self._count = 'running', None, 0
         self.command, self.cwd = list(sys.argv), os.getcwd()
         self.environment = {'python': platform.python_version(), 'numpy': np.__version__,
                             'mytorch': mytorch.__version__, 'platform': platform.platform()}
-        self.save_every, self.fsync = save_every, fsync
-        self._lines, self._unsaved, self._next_step, self._t0 = [], 0, 0, time.monotonic()
-        self.flush()
+        self.save_every, self.fsync, self.sync_every_s = save_every, fsync, float(sync_every_s)
+        self._pending, self._next_step, self._t0 = [], 0, time.monotonic()
+        self._synced_at, self._busy, self._signal, self._handlers = self._t0, False, None, {}
+        # The entries' file exists (empty) before the header that names it, so a reader never finds one without the other.
+        self._fd = os.open(self.metrics_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | getattr(os, 'O_BINARY', 0), 0o666)
+        try: _write_header(self)
+        except BaseException:
+            os.close(self._fd); self._fd = None
+            raise
+        if catch_signals: _catch_signals(self)
+
+    @property
+    def metrics(self) -> list:
+        "The entries, oldest first: read from metrics.jsonl (and those not yet written), so that a live run holds none."
+        if getattr(self, '_read_only', False): return self._metrics
+        return _read_entries(self.metrics_path) + [_from_json(json.loads(line)) for line in self._pending]
 
     def __repr__(self):
         commit = 'no git' if not self.git else self.git['commit'][:10] + (' dirty' if self.git['dirty'] else '')
-        n = len(self.metrics)
+        n = len(self._metrics) if getattr(self, '_read_only', False) else self._count
         return f"Run({str(self.dir)!r}, {self.status}, {n} entr{'y' if n == 1 else 'ies'}, seed={self.seed}, {commit})"
+
+    def __del__(self):
+        # A Run dropped without finish(): write what is pending and close the file (its status stays 'running').
+        fd = getattr(self, '_fd', None)
+        if fd is None: return
+        try: _append_pending(self)
+        except Exception: pass
+        finally: os.close(fd)
 
 def _now() -> str: return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')
 
@@ -113,7 +142,7 @@ _RUN_FIELDS = ('format', 'version', 'status', 'started', 'ended', 'duration_s', 
 
 def _run_log(self, step:int=None, # the training step this entry describes (default: the last step + 1)
              **metrics): # name=value pairs: numbers, strings, bools, None, one-element tensors
-    "Append an entry {step, elapsed_s, **metrics} to the record; it is written at once (or every `save_every` calls)."
+    "Append an entry {step, elapsed_s, **metrics} to the record: one line of metrics.jsonl, written at once (or every `save_every` calls)."
     _check_writable(self, 'log')
     if step is None: step = self._next_step
     if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 0:
@@ -121,10 +150,13 @@ def _run_log(self, step:int=None, # the training step this entry describes (defa
     if 'elapsed_s' in metrics: raise ValueError("Run.log: 'elapsed_s' is the entry's own field; name the metric otherwise.")
     entry = {'step': int(step), 'elapsed_s': round(time.monotonic() - self._t0, 4)}
     entry.update({k: _json_value(v, f"Run.log: the metric {k!r}") for k, v in metrics.items()})
-    self._lines.append(json.dumps(entry, allow_nan=False))
-    self.metrics.append(_from_json(entry))
-    self._next_step, self._unsaved = int(step) + 1, self._unsaved + 1
-    if self._unsaved >= self.save_every: self.flush()
+    line = json.dumps(entry, allow_nan=False) + '\n'
+    self._busy = True
+    try:
+        self._pending.append(line)
+        self._next_step, self._count = int(step) + 1, self._count + 1
+        if len(self._pending) >= self.save_every: _append_pending(self)
+    finally: _leave_busy(self)
 
 def _check_writable(run, what:str):
     if getattr(run, '_read_only', False):
@@ -133,50 +165,112 @@ def _check_writable(run, what:str):
     if run.ended is not None:
         raise RuntimeError(f"Run.{what}: the run in {str(run.dir)!r} has ended ({run.status}); start a new Run to record more.")
 
+def _append_pending(run):
+    "Write the pending lines at the end of metrics.jsonl in one write; sync the file when `sync_every_s` has passed."
+    if run._pending:
+        data = memoryview(''.join(run._pending).encode('utf-8'))
+        while data: data = data[os.write(run._fd, data):]
+        run._pending.clear()
+    if run.fsync and time.monotonic() - run._synced_at >= run.sync_every_s: _sync(run)
+
+def _sync(run):
+    os.fsync(run._fd)
+    run._synced_at = time.monotonic()
+
+def _write_header(run):
+    "Replace run.json, atomically: every field of the record but the entries, and the name of the entries' file."
+    head = {k: getattr(run, k, None) for k in _RUN_FIELDS}
+    head.update(format='mytorch.run', version=2, metrics_file=run.metrics_path.name)
+    with atomic_write(run.path, 'w', fsync=run.fsync) as f: f.write(json.dumps(head, indent=1, allow_nan=False) + '\n')
+
 def _run_flush(self):
-    "Write the record to `dir/run.json` now, atomically."
+    "Write the pending entries to metrics.jsonl now, and sync the file to the disk (unless fsync=False)."
     if getattr(self, '_read_only', False): _check_writable(self, 'flush')
-    head = {k: getattr(self, k, None) for k in _RUN_FIELDS}
-    head.update(format='mytorch.run', version=1)
-    body = '[]' if not self._lines else '[\n  ' + ',\n  '.join(self._lines) + '\n ]'
-    text = json.dumps(head, indent=1, allow_nan=False)[:-2] + f',\n "metrics": {body}\n}}\n'
-    with atomic_write(self.path, 'w', fsync=self.fsync) as f: f.write(text)
-    self._unsaved = 0
+    if self._fd is None: return     # the run has ended: everything is on the disk
+    self._busy = True
+    try:
+        _append_pending(self)
+        if self.fsync: _sync(self)
+    finally: _leave_busy(self)
+
+def _leave_busy(run):
+    "The end of a write to the record: a stop signal that came during it is handled now."
+    run._busy = False
+    if run._signal is not None:
+        (signum, frame), run._signal = run._signal, None
+        _terminate(run, signum, frame)
 
 Run.log, Run.flush = _run_log, _run_flush
 
 # %% ../nbs/34_training.ipynb #1290b8c2
+def _end(run, status:str, error:dict=None):
+    "End the run: the end time, status and error; the last entries written and synced; the final header; the signals put back."
+    run._busy = True
+    try:
+        if run.ended is not None: return
+        run.ended, run.duration_s = _now(), round(time.monotonic() - run._t0, 3)
+        run.status, run.error = status, error
+        try:
+            _append_pending(run)
+            if run.fsync: _sync(run)
+        finally:
+            os.close(run._fd)
+            run._fd = None
+        _write_header(run)
+    finally:
+        _release_signals(run)
+        _leave_busy(run)
+
 def _run_finish(self, error:BaseException=None):
     "End the run: record the end time, the status and the error's traceback if any, and write the record."
     if getattr(self, '_read_only', False): _check_writable(self, 'finish')
     if self.ended is not None: return
-    self.ended, self.duration_s = _now(), round(time.monotonic() - self._t0, 3)
-    if error is None or (isinstance(error, SystemExit) and error.code in (0, None)): self.status = 'finished'
-    else:
-        self.status = 'interrupted' if isinstance(error, KeyboardInterrupt) else 'crashed'
-        self.error = {'type': type(error).__name__, 'message': str(error),
-                      'traceback': ''.join(traceback.format_exception(type(error), error, error.__traceback__))}
-    self.flush()
+    if error is None or (isinstance(error, SystemExit) and error.code in (0, None)): return _end(self, 'finished')
+    _end(self, 'interrupted' if isinstance(error, KeyboardInterrupt) else 'crashed',
+         {'type': type(error).__name__, 'message': str(error),
+          'traceback': ''.join(traceback.format_exception(type(error), error, error.__traceback__))})
 
 def _run_enter(self): return self
 def _run_exit(self, exc_type, exc, tb):
     self.finish(exc)
     return False    # the exception, if any, goes on
 
+def _read_entries(path:Path) -> list:
+    "The entries of a metrics.jsonl file: each complete line; the bytes after the last newline (a write a crash cut short) are left out."
+    try: raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ValueError(f"Run.load: the record's entries file {str(path)!r} is missing; Run creates it before the "
+                         "header that names it, so it was removed by something else.") from None
+    entries = []
+    for i, line in enumerate(raw.split(b'\n')[:-1], 1):     # [:-1]: the piece after the last newline
+        try: entries.append(_from_json(json.loads(line)))
+        except ValueError:
+            raise ValueError(f"Run.load: line {i} of {str(path)!r} is not valid JSON ({bytes(line[:60])!r}). Run writes "
+                             "whole lines and a crash can only cut the last one short, so the file was changed by "
+                             "something else.") from None
+    return entries
+
 @classmethod
 def _run_load(cls, dir) -> Run:
-    "The record in `dir` (or at the path of a run.json), as a read-only Run."
+    "The record in `dir` (or at the path of its run.json), as a read-only Run."
     path = Path(dir)
     if path.is_dir(): path = path / 'run.json'
     try: data = json.loads(path.read_text(encoding='utf-8'))
     except json.JSONDecodeError as e:
-        raise ValueError(f"Run.load: {str(path)!r} is not valid JSON ({e}). Run writes its record atomically, so the "
+        raise ValueError(f"Run.load: {str(path)!r} is not valid JSON ({e}). Run writes its header atomically, so the "
                          "file was changed by something else.") from None
     if not isinstance(data, dict) or data.get('format') != 'mytorch.run':
         raise ValueError(f"Run.load: {str(path)!r} is not a run record (no \"format\": \"mytorch.run\").")
+    if data.get('version', 1) not in (1, 2):
+        raise ValueError(f"Run.load: {str(path)!r} is a run record of version {data['version']}, newer than this "
+                         f"MyTorch ({mytorch.__version__}) reads; upgrade MyTorch to read it.")
     run = cls.__new__(cls)
     for k in _RUN_FIELDS[2:]: setattr(run, k, _from_json(data.get(k)))
-    run.dir, run.path, run.metrics, run._read_only = path.parent, path, _from_json(data.get('metrics', [])), True
+    run.dir, run.path, run._read_only, run._fd, run._handlers = path.parent, path, True, None, {}
+    if data.get('version', 1) == 1: run.metrics_path, run._metrics = None, _from_json(data.get('metrics', []))
+    else:
+        run.metrics_path = path.parent / data['metrics_file']
+        run._metrics = _read_entries(run.metrics_path)
     return run
 
 def _run_curve(self, name:str) -> tuple:
@@ -189,6 +283,65 @@ def _run_curve(self, name:str) -> tuple:
     return list(steps), list(values)
 
 Run.finish, Run.__enter__, Run.__exit__, Run.load, Run.curve = _run_finish, _run_enter, _run_exit, _run_load, _run_curve
+
+# %% ../nbs/34_training.ipynb #63737a9e
+_STOP_SIGNALS = tuple(getattr(signal, name) for name in ('SIGTERM', 'SIGHUP') if hasattr(signal, name))
+
+class _StopHandler:
+    "Installed for one signal while a Run is live: records the run as terminated, then lets the signal take its course."
+    def __init__(self, run, signum, previous):
+        self.run, self.signum, self.previous, self.pid, self.active = run, signum, previous, os.getpid(), True
+
+    def __call__(self, signum, frame):
+        run = self.run
+        if self.active and os.getpid() == self.pid:      # not in a forked child, which has no part in the run
+            if run._busy:            # the main thread is inside a write to the record: it handles the signal as it leaves
+                run._signal = (signum, frame)
+                return
+            if run.ended is None: return _terminate(run, signum, frame)
+        self.forward(signum, frame)
+
+    def forward(self, signum, frame):
+        "What the signal did before the Run: call the previous Python handler, or take the default action."
+        if signal.getsignal(signum) is self: signal.signal(signum, self.previous)
+        if callable(self.previous): self.previous(signum, frame)
+        elif self.previous == signal.SIG_DFL:
+            signal.signal(signum, signal.SIG_DFL)
+            signal.raise_signal(signum)       # for SIGTERM and SIGHUP: the process ends, with the signal as its status
+
+def _catch_signals(run):
+    "Install a _StopHandler for each stop signal, from the main thread, over any handler but SIG_IGN."
+    if threading.current_thread() is not threading.main_thread():
+        warnings.warn(f"Run: the run in {str(run.dir)!r} was started outside the main thread, and Python installs signal "
+                      "handlers in the main thread only: a SIGTERM will leave its record at status 'running'. Start the "
+                      "Run in the main thread to have it recorded, or pass catch_signals=False.", stacklevel=3)
+        return
+    for signum in _STOP_SIGNALS:
+        previous = signal.getsignal(signum)
+        if previous == signal.SIG_IGN or previous is None: continue   # ignored; or set outside Python, not restorable
+        handler = _StopHandler(run, signum, previous)
+        signal.signal(signum, handler)
+        run._handlers[signum] = handler
+
+def _release_signals(run):
+    "Put back the handlers that were there before the run, where nobody has replaced ours since."
+    for signum, handler in run._handlers.items():
+        handler.active, handler.run = False, None    # a handler still in someone's chain just passes signals on
+        if signal.getsignal(signum) is handler and threading.current_thread() is threading.main_thread():
+            signal.signal(signum, handler.previous)
+
+def _terminate(run, signum:int, frame):
+    "Record the run as terminated by `signum`, then pass the signal on as if there had been no Run."
+    handler = run._handlers[signum]
+    if run.ended is None:
+        name = signal.Signals(signum).name
+        try:
+            _end(run, 'terminated', {'type': name, 'signal': name, 'number': int(signum),
+                                     'message': f"the process received {name} (signal {int(signum)})",
+                                     'traceback': ''.join(traceback.format_stack(frame)) if frame is not None else None})
+        except Exception as e:
+            print(f"Run: could not record {name} in {str(run.path)!r} ({e!r}); passing the signal on.", file=sys.stderr)
+    handler.forward(signum, frame)
 
 # %% ../nbs/34_training.ipynb #d0800db6
 class Trainer:
@@ -317,6 +470,115 @@ def _progress_bar(progress, total, desc:str):
                           "terminal) or pass progress=False.") from None
     return tqdm(total=total, desc=desc, unit='batch', file=sys.stdout, leave=True, dynamic_ncols=True)
 
+# %% ../nbs/34_training.ipynb #19e79a4c
+_PER_GROUP = ('base_lrs', '_last_lr', 'min_lrs', 'lr_lambdas')   # scheduler state with one value per parameter group
+
+def _model_problems(model, saved) -> list:
+    "What keeps the state dict `saved` from loading into `model`: keys and shapes, as Module.load_state_dict checks them."
+    if not isinstance(saved, Mapping): return [f"the checkpoint holds a {type(saved).__name__}, not a state dict"]
+    try: own = model.state_dict(keep_vars=True)     # a lazy layer's placeholder parameter has no shape to compare yet
+    except TypeError: own = model.state_dict()
+    problems = []
+    missing, unexpected = [k for k in own if k not in saved], [k for k in saved if k not in own]
+    if missing: problems.append(f"the model has {', '.join(missing)}, which the checkpoint lacks")
+    if unexpected: problems.append(f"the checkpoint has {', '.join(unexpected)}, which the model lacks")
+    for k, t in own.items():
+        if k not in saved: continue
+        if not isinstance(saved[k], Tensor):
+            problems.append(f"{k} is a {type(saved[k]).__name__} in the checkpoint, not a tensor")
+        elif not hasattr(t, 'materialize') and tuple(saved[k].shape) != tuple(t.shape):
+            problems.append(f"size mismatch for {k}: shape {tuple(saved[k].shape)} in the checkpoint, {tuple(t.shape)} in the model")
+    return problems
+
+def _optimizer_problems(opt, saved, saved_class) -> list:
+    "What keeps the state dict `saved` from loading into `opt`: class, groups, parameters, state shapes."
+    if saved_class is not None and saved_class != type(opt).__name__:
+        return [f"the checkpoint's optimizer is {saved_class}, this trainer's is {type(opt).__name__}"]
+    if not isinstance(saved, Mapping) or not {'state', 'param_groups'} <= saved.keys():
+        return ["the checkpoint's optimizer entry is not an optimizer state dict (with 'state' and 'param_groups')"]
+    groups, saved_groups = opt.param_groups, saved['param_groups']
+    if len(groups) != len(saved_groups):
+        return [f"{len(saved_groups)} parameter group(s) in the checkpoint, {len(groups)} in this optimizer"]
+    problems = [f"param_groups[{i}] has {len(s['params'])} parameter(s) in the checkpoint, {len(g['params'])} here"
+                for i, (g, s) in enumerate(zip(groups, saved_groups)) if len(g['params']) != len(s['params'])]
+    if problems: return problems
+    params = dict(zip((i for s in saved_groups for i in s['params']), (p for g in groups for p in g['params'])))
+    for k, entry in saved['state'].items():
+        p = params.get(int(k) if isinstance(k, str) and k.isdigit() else k)
+        if p is None:
+            problems.append(f"the checkpoint has state for parameter {k!r}, but its param_groups list only {sorted(params)}")
+            continue
+        for name, v in entry.items():
+            if not isinstance(v, (Tensor, np.ndarray)): continue
+            if name == 'step':
+                if math.prod(v.shape) != 1:
+                    problems.append(f"the state 'step' of parameter {k} has shape {tuple(v.shape)}; it must be one number")
+            elif tuple(v.shape) != tuple(p.shape):
+                problems.append(f"the state {name!r} of parameter {k} has shape {tuple(v.shape)} in the checkpoint, but "
+                                f"the parameter has shape {tuple(p.shape)}")
+    return problems
+
+def _state_problems(own, saved, n_groups:int, where:str) -> list:
+    "How the scheduler state `saved` differs in layout from this scheduler's own state `own`."
+    if not isinstance(saved, Mapping): return [f"{where} is a {type(saved).__name__}, not a state dict"]
+    problems = []
+    missing, unexpected = sorted(own.keys() - saved.keys()), sorted(saved.keys() - own.keys())
+    if missing or unexpected:
+        problems.append(f"{where} has other fields than this scheduler's: "
+                        + '; '.join(s for s in (f"missing {missing}" if missing else '',
+                                                f"unexpected {unexpected}" if unexpected else '') if s))
+    for k in _PER_GROUP:
+        if isinstance(own.get(k), list) and isinstance(saved.get(k), list) and len(saved[k]) != n_groups:
+            problems.append(f"{where}[{k!r}] has {len(saved[k])} value(s), one per parameter group, and the optimizer "
+                            f"has {n_groups} group(s)")
+    if isinstance(own.get('_schedulers'), list):     # SequentialLR: the state of each scheduler it chains
+        subs = saved.get('_schedulers')
+        if not isinstance(subs, list) or len(subs) != len(own['_schedulers']):
+            problems.append(f"{where} chains {len(subs) if isinstance(subs, list) else 'no'} scheduler(s), this one "
+                            f"{len(own['_schedulers'])}")
+        else:
+            for i, (o, s) in enumerate(zip(own['_schedulers'], subs)):
+                problems += _state_problems(o, s, n_groups, f"{where}['_schedulers'][{i}]")
+    return problems
+
+def _scheduler_problems(sched, saved, saved_class, n_groups:int) -> list:
+    "What keeps `saved` from loading into `sched` (either may be None: no scheduler)."
+    if sched is None and saved is None: return []
+    if sched is None:
+        return [f"the checkpoint holds the state of a scheduler ({saved_class or 'of unrecorded class'}), but this "
+                "trainer has none; pass the same scheduler to Trainer(..., scheduler=...)"]
+    if saved is None:
+        return [f"the checkpoint was saved without a scheduler, but this trainer has one ({type(sched).__name__})"]
+    if saved_class is not None and saved_class != type(sched).__name__:
+        return [f"the checkpoint's scheduler is {saved_class}, this trainer's is {type(sched).__name__}"]
+    return _state_problems(sched.state_dict(), saved, n_groups, "the saved state")
+
+def _rng_problems(rng) -> list:
+    "Saved generator states that a Generator would refuse, tried on a scratch one."
+    if not isinstance(rng, Mapping) or 'default' not in rng or not isinstance(rng.get('loader'), list):
+        return ["the checkpoint's 'rng' entry is not {'default': state, 'loader': [states]}"]
+    problems = []
+    for what, state in [('the default generator', rng['default']),
+                        *((f"loader generator {i}", s) for i, s in enumerate(rng['loader']))]:
+        try: Generator().set_state(state)
+        except (TypeError, ValueError) as e: problems.append(f"{what}: {e}")
+    return problems
+
+def _checkpoint_problems(self, ck:dict) -> dict:
+    "Every way the checkpoint `ck` does not fit this trainer, by part; empty when load_checkpoint can restore all of it."
+    counters = [f"{k} is {ck.get(k)!r}, not a non-negative integer" for k in ('epoch', 'step')
+                if isinstance(ck.get(k), bool) or not isinstance(ck.get(k), numbers.Integral) or ck[k] < 0]
+    if not isinstance(ck.get('history'), dict) or not all(isinstance(v, list) for v in ck['history'].values()):
+        counters.append("history is not a dict of per-epoch lists")
+    parts = {'model': _model_problems(self.model, ck.get('model')),
+             'optimizer': _optimizer_problems(self.optimizer, ck.get('optimizer'), ck.get('optimizer_class')),
+             'scheduler': _scheduler_problems(self.scheduler, ck.get('scheduler'), ck.get('scheduler_class'),
+                                              len(self.optimizer.param_groups)),
+             'counters': counters, 'random state': _rng_problems(ck.get('rng'))}
+    return {part: ps for part, ps in parts.items() if ps}
+
+Trainer._checkpoint_problems = _checkpoint_problems
+
 # %% ../nbs/34_training.ipynb #5a64ea1b
 def _loader_generators(loader) -> list:
     "The distinct mytorch Generators a loader's shuffling draws from (its own and its sampler's)."
@@ -330,30 +592,49 @@ def _save_checkpoint(self, path, # where to write (atomically)
     "Save everything `load_checkpoint` needs to continue this training exactly."
     save({'format': 'mytorch.trainer', 'epoch': self.epoch, 'step': self.step,
           'model': self.model.state_dict(), 'optimizer': self.optimizer.state_dict(),
-          'scheduler': None if self.scheduler is None else self.scheduler.state_dict(), 'history': self.history,
+          'optimizer_class': type(self.optimizer).__name__,
+          'scheduler': None if self.scheduler is None else self.scheduler.state_dict(),
+          'scheduler_class': None if self.scheduler is None else type(self.scheduler).__name__, 'history': self.history,
           'rng': {'default': get_rng_state(), 'loader': [g.get_state() for g in _loader_generators(train_loader)]}}, path)
 
 def _load_checkpoint(self, path, # a file written by save_checkpoint
                      train_loader=None): # its shuffling generator is restored too
-    "Restore model, optimizer, scheduler, history, counters and random state from `path`."
+    "Restore model, optimizer, scheduler, history, counters and random state from `path`: all of them, or none."
     ck = load(path)
     if not isinstance(ck, dict) or ck.get('format') != 'mytorch.trainer':
         raise ValueError(f"Trainer.load_checkpoint: {os.fspath(path)!r} is a mytorch.save file but not a Trainer checkpoint "
                          "(no 'format': 'mytorch.trainer'). Load it with mytorch.serialization.load and restore it by hand.")
-    self.model.load_state_dict(ck['model'])
-    self.optimizer.load_state_dict(ck['optimizer'])
-    if self.scheduler is not None:
-        if ck['scheduler'] is None:
-            raise ValueError(f"Trainer.load_checkpoint: {os.fspath(path)!r} was saved without a scheduler, but this trainer has one.")
-        self.scheduler.load_state_dict(ck['scheduler'])
-    self.history, self.epoch, self.step = ck['history'], ck['epoch'], ck['step']
-    set_rng_state(ck['rng']['default'])
+    problems = self._checkpoint_problems(ck)
+    if problems:
+        listed = '\n'.join(f"  {part}: {p}" for part, ps in problems.items() for p in ps)
+        raise ValueError(f"Trainer.load_checkpoint: {os.fspath(path)!r} does not fit this trainer, so nothing was restored "
+                         f"(its {', '.join(problems)} and everything else are as they were):\n{listed}\nLoad it into a "
+                         "trainer built like the one that saved it.")
     generators = _loader_generators(train_loader)
     if len(generators) != len(ck['rng']['loader']):
         warnings.warn(f"Trainer.load_checkpoint: the checkpoint holds {len(ck['rng']['loader'])} loader generator state(s) "
                       f"and this loader has {len(generators)} generator(s); the shuffling order will differ from the "
                       "original run.", stacklevel=2)
-    for g, s in zip(generators, ck['rng']['loader']): g.set_state(s)
+    # Each part's undo is registered before the part is written (a failing load may have written half of it).
+    writes = [('optimizer', self.optimizer.load_state_dict, ck['optimizer'], copy.deepcopy(self.optimizer.state_dict()))]
+    if self.scheduler is not None:
+        writes.append(('scheduler', self.scheduler.load_state_dict, ck['scheduler'], copy.deepcopy(self.scheduler.state_dict())))
+    writes.append(('random state', set_rng_state, ck['rng']['default'], get_rng_state()))
+    writes += [(f'loader generator {i}', g.set_state, s, g.get_state()) for i, (g, s) in enumerate(zip(generators, ck['rng']['loader']))]
+    undo = []
+    try:
+        for part, write, value, old in writes:
+            undo.append((part, write, old))
+            write(value)
+        self.model.load_state_dict(ck['model'])     # last: it checks every tensor before it writes one
+    except BaseException:
+        for part, write, old in reversed(undo):
+            try: write(old)
+            except Exception as e:
+                warnings.warn(f"Trainer.load_checkpoint: could not put back the {part} after the load failed ({e!r}); "
+                              "it may hold part of the checkpoint.", stacklevel=2)
+        raise
+    self.history, self.epoch, self.step = ck['history'], ck['epoch'], ck['step']
 
 Trainer.save_checkpoint, Trainer.load_checkpoint = _save_checkpoint, _load_checkpoint
 
@@ -377,36 +658,45 @@ def _fit(self, train_loader, # batches of (input, target)
         raise ValueError(f"Trainer.fit: epochs must be a non-negative integer, got {epochs!r}.")
     if resume and checkpoint is None: raise ValueError("Trainer.fit: resume=True needs checkpoint=<path> to resume from.")
     if metrics is not None: self.metrics = dict(metrics)
-    if resume and os.path.exists(checkpoint): self.load_checkpoint(checkpoint, train_loader)
-    if self.epoch >= epochs and epochs > 0:
-        warnings.warn(f"Trainer.fit: nothing to train, {self.epoch} epochs are already complete and epochs={epochs} is "
-                      "the total. Pass a larger epochs to train more.", stacklevel=2)
-    try: total = len(train_loader)
-    except TypeError: total = None
-    for epoch in range(self.epoch + 1, epochs + 1):
-        t0 = time.perf_counter()
-        lr = self.optimizer.param_groups[0].get('lr')
-        bar = _progress_bar(progress, total, f"epoch {epoch}/{epochs}")
-        try:
-            row = {'epoch': epoch, **{f'train_{k}': v for k, v in self._train_epoch(train_loader, epoch, run, bar).items()}}
-            if val_loader is not None: row.update({f'val_{k}': v for k, v in self.evaluate(val_loader).items()})
-            if bar is not None:
-                bar.set_postfix({k: f"{v:.4f}" for k, v in row.items() if k != 'epoch'}, refresh=False)
-        finally:
-            if bar is not None: bar.close()
-        row.update(lr=lr, time_s=round(time.perf_counter() - t0, 4))
-        _append_row(self.history, row, self.epoch)
-        self.epoch = epoch
-        if self.scheduler is not None and self.scheduler_interval == 'epoch':
-            if self._plateau: self.scheduler.step(row.get('val_loss', row['train_loss']))
-            else: self.scheduler.step()
-        if run is not None:
-            run.log(step=self.step, **row)
-            if run._unsaved: run.flush()     # every epoch is on the disk, whatever the run's save_every
-        if checkpoint is not None: self.save_checkpoint(checkpoint, train_loader)
+    try:
+        if resume and os.path.exists(checkpoint): self.load_checkpoint(checkpoint, train_loader)
+        if self.epoch >= epochs and epochs > 0:
+            warnings.warn(f"Trainer.fit: nothing to train, {self.epoch} epochs are already complete and epochs={epochs} "
+                          "is the total. Pass a larger epochs to train more.", stacklevel=2)
+        for epoch in range(self.epoch + 1, epochs + 1): self._fit_epoch(train_loader, epoch, epochs, val_loader, run,
+                                                                        checkpoint, progress)
+    except BaseException as e:
+        # The run ends here, and says how, even when it is not a `with` block's: with the error, or `interrupted`.
+        if run is not None and not getattr(run, '_read_only', False): run.finish(e)
+        raise
     return self.history
 
-Trainer.fit = _fit
+def _fit_epoch(self, train_loader, epoch:int, epochs:int, val_loader, run, checkpoint, progress):
+    "One epoch of `fit`: train, validate, the row of history, the scheduler's step, the run's entry, the checkpoint."
+    try: total = len(train_loader)
+    except TypeError: total = None
+    t0 = time.perf_counter()
+    lr = self.optimizer.param_groups[0].get('lr')
+    bar = _progress_bar(progress, total, f"epoch {epoch}/{epochs}")
+    try:
+        row = {'epoch': epoch, **{f'train_{k}': v for k, v in self._train_epoch(train_loader, epoch, run, bar).items()}}
+        if val_loader is not None: row.update({f'val_{k}': v for k, v in self.evaluate(val_loader).items()})
+        if bar is not None:
+            bar.set_postfix({k: f"{v:.4f}" for k, v in row.items() if k != 'epoch'}, refresh=False)
+    finally:
+        if bar is not None: bar.close()
+    row.update(lr=lr, time_s=round(time.perf_counter() - t0, 4))
+    _append_row(self.history, row, self.epoch)
+    self.epoch = epoch
+    if self.scheduler is not None and self.scheduler_interval == 'epoch':
+        if self._plateau: self.scheduler.step(row.get('val_loss', row['train_loss']))
+        else: self.scheduler.step()
+    if run is not None:
+        run.log(step=self.step, **row)
+        run.flush()     # every epoch is on the disk, whatever the run's save_every
+    if checkpoint is not None: self.save_checkpoint(checkpoint, train_loader)
+
+Trainer.fit, Trainer._fit_epoch = _fit, _fit_epoch
 
 # %% ../nbs/34_training.ipynb #edadc056
 def format_history(history:dict, # as returned by Trainer.fit
