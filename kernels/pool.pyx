@@ -13,15 +13,18 @@ What the loops do differently from the references:
   the first maximum wins a tie and the last nan wins), with padded taps skipped rather than
   stored, and the update is branch-free; the reference pads the input with -inf (a copy),
   then makes kh*kw passes over the whole output, each a comparison, two masked copies and
-  an index computation.
+  an index computation. A window whose taps all fall in the padding keeps -inf and the
+  index -1 (no position), in both.
 - plane_scatter_add adds every gradient into its plane at its index; the reference builds an
   index array of global bins, and `np.bincount`, which accumulates in float64, so float32
   gradients make a float64 round trip through a full-size temporary. The kernel accumulates
   a float32 plane in a float64 row of one plane's size, in the same order as bincount, so the
   results agree exactly.
 
-Each def checks the dtype (float32 or float64), the shapes, and that every index lies inside
-its plane; non-contiguous inputs are copied with np.ascontiguousarray.
+Each def checks its contract before it writes anything: the dtype (float32 or float64), the
+shapes, the geometry against the input, and, for the scatter-add, that every index lies inside
+its plane (a full pass over the indices first, so a bad one raises with nothing written);
+non-contiguous inputs are copied with np.ascontiguousarray.
 """
 from cython cimport floating
 from libc.stdint cimport int64_t
@@ -75,6 +78,13 @@ cdef inline Py_ssize_t _first_real(Py_ssize_t start, Py_ssize_t d) noexcept nogi
     return start
 
 
+cdef inline Py_ssize_t _first_inside(Py_ssize_t start, Py_ssize_t k, Py_ssize_t d, Py_ssize_t n) noexcept nogil:
+    "The first tap inside [0, n) of a window starting at `start` with k taps d apart, or -1 when every tap is padding."
+    cdef Py_ssize_t f = _first_real(start, d)
+    if f >= n or f > start + (k - 1) * d: return -1
+    return f
+
+
 cdef void _max_pool(const floating* a, floating* best_out, int64_t* index_out, Py_ssize_t planes,
                     Py_ssize_t H, Py_ssize_t W, Py_ssize_t kh, Py_ssize_t kw, Py_ssize_t sh, Py_ssize_t sw,
                     Py_ssize_t ph, Py_ssize_t pw, Py_ssize_t dh, Py_ssize_t dw,
@@ -85,8 +95,9 @@ cdef void _max_pool(const floating* a, floating* best_out, int64_t* index_out, P
     # loop; but the innermost loop now runs along the row, over independent windows, so the
     # comparisons of neighbouring windows overlap instead of waiting for each other (a window's
     # own taps form a chain of dependent compare-and-selects, slower than the row's loads and
-    # stores, which stay in the cache).
-    cdef Py_ssize_t pl, p, q, i, j, h0, r, c0, q0, q1, first_h, at
+    # stores, which stay in the cache). A window whose taps all lie in the padding (a dilated window
+    # that steps over a short input) keeps -inf and gets the index -1: it has no position to report.
+    cdef Py_ssize_t pl, p, q, i, j, h0, r, c0, q0, q1, first_h, first_w, at
     cdef floating v
     cdef int better
     cdef const floating* plane
@@ -99,10 +110,11 @@ cdef void _max_pool(const floating* a, floating* best_out, int64_t* index_out, P
             bo = best_out + (pl * oh + p) * ow
             io = index_out + (pl * oh + p) * ow
             h0 = p * sh - ph
-            first_h = _first_real(h0, dh) * W
+            first_h = _first_inside(h0, kh, dh, H)
             for q in range(ow):
                 bo[q] = -INFINITY
-                io[q] = first_h + _first_real(q * sw - pw, dw)
+                first_w = _first_inside(q * sw - pw, kw, dw, W)
+                io[q] = -1 if first_h < 0 or first_w < 0 else first_h * W + first_w
             for i in range(kh):
                 r = h0 + i * dh
                 if r < 0 or r >= H: continue
@@ -133,6 +145,9 @@ def max_pool_with_indices(a, geo):
     if min(kh, kw, sh, sw, dh, dw) < 1 or min(ph, pw, oh, ow) < 0:
         raise ValueError(f"max_pool_with_indices: geometry {geo} has a kernel, stride or dilation below 1, "
                          "or a negative padding or output size.")
+    if tuple(geo.in_size) != (H, W):
+        raise ValueError(f"max_pool_with_indices: the geometry was made for an input of size {tuple(geo.in_size)}, "
+                         f"but a has shape {a.shape} (..., H, W) = (..., {H}, {W}). Make the geometry from this input.")
     lead = a.shape[:a.ndim - 2]
     cdef Py_ssize_t planes = 1
     for n in lead: planes *= n
@@ -152,16 +167,23 @@ def max_pool_with_indices(a, geo):
     return values, index
 
 
-cdef Py_ssize_t _scatter_add(const floating* g, const int64_t* idx, floating* out, double* acc,
-                             Py_ssize_t planes, Py_ssize_t m, Py_ssize_t n) noexcept nogil:
-    "Add g[p, o] into out[p, idx[p, o]]; returns -1, or the flat position of the first index outside [0, n)."
+cdef Py_ssize_t _first_outside(const int64_t* idx, Py_ssize_t size, Py_ssize_t n) noexcept nogil:
+    "The flat position of the first index outside [0, n), or -1 when every index is inside."
+    cdef Py_ssize_t o
+    for o in range(size):
+        if idx[o] < 0 or idx[o] >= n: return o
+    return -1
+
+
+cdef void _scatter_add(const floating* g, const int64_t* idx, floating* out, double* acc,
+                       Py_ssize_t planes, Py_ssize_t m, Py_ssize_t n) noexcept nogil:
+    "Add g[p, o] into out[p, idx[p, o]]; every index must lie in [0, n) (checked by the caller, before)."
     cdef Py_ssize_t p, o, k
     cdef int64_t t
     for p in range(planes):
         if acc != NULL: memset(acc, 0, n * sizeof(double))
         for o in range(m):
             t = idx[o]
-            if t < 0 or t >= n: return p * m + o
             if acc != NULL: acc[t] += <double>g[o]
             else: out[t] += g[o]
         if acc != NULL:
@@ -169,7 +191,6 @@ cdef Py_ssize_t _scatter_add(const floating* g, const int64_t* idx, floating* ou
         g += m
         idx += m
         out += n
-    return -1
 
 
 def plane_scatter_add(g, idx, n):
@@ -196,18 +217,19 @@ def plane_scatter_add(g, idx, n):
     cdef const int64_t[:, ::1] ix = idx
     cdef double* acc = NULL
     cdef Py_ssize_t bad
+    with nogil: bad = _first_outside(&ix[0, 0], P * m, N)     # the whole contract first: nothing is written on error
+    if bad >= 0:
+        raise IndexError(f"plane_scatter_add: idx[{bad // m}, {bad % m}] = {int(ix[bad // m, bad % m])} is out of "
+                         f"range for planes of size {N} (indices must lie in [0, {N})).")
     if g.dtype.char == 'f':
         g32, o32 = g, out
         acc = <double*>malloc(N * sizeof(double))
         if acc == NULL: raise MemoryError()
         try:
-            with nogil: bad = _scatter_add[float](&g32[0, 0], &ix[0, 0], &o32[0, 0], acc, P, m, N)
+            with nogil: _scatter_add[float](&g32[0, 0], &ix[0, 0], &o32[0, 0], acc, P, m, N)
         finally:
             free(acc)
     else:
         g64, o64 = g, out
-        with nogil: bad = _scatter_add[double](&g64[0, 0], &ix[0, 0], &o64[0, 0], NULL, P, m, N)
-    if bad >= 0:
-        raise IndexError(f"plane_scatter_add: idx[{bad // m}, {bad % m}] = {int(ix[bad // m, bad % m])} is out of "
-                         f"range for planes of size {N} (indices must lie in [0, {N})).")
+        with nogil: _scatter_add[double](&g64[0, 0], &ix[0, 0], &o64[0, 0], NULL, P, m, N)
     return out

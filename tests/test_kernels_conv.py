@@ -306,6 +306,65 @@ def test_max_pool_errors():
         compiled(np.zeros((1, 4, 4)), geo._replace(stride=(0, 2)))
 
 
+def max_pool_definition(a, geo):
+    "The max pool of planes a (..., H, W), window by window as PyTorch's loop scans it; -inf and -1 for a window with no input."
+    (H, W), (kh, kw), (sh, sw), (ph, pw), (dh, dw), (oh, ow) = (a.shape[-2:], geo.kernel, geo.stride, geo.padding,
+                                                                geo.dilation, geo.out_size)
+    planes = a.reshape(-1, H, W)
+    vals, idx = np.full((len(planes), oh, ow), -np.inf, a.dtype), np.full((len(planes), oh, ow), -1, np.int64)
+    for c, i, j in itertools.product(range(len(planes)), range(oh), range(ow)):
+        for u, v in itertools.product(range(kh), range(kw)):
+            h, w = i * sh - ph + u * dh, j * sw - pw + v * dw
+            if not (0 <= h < H and 0 <= w < W): continue
+            x = planes[c, h, w]
+            if idx[c, i, j] < 0: idx[c, i, j] = h * W + w          # the first real position, in case nothing beats -inf
+            if x > vals[c, i, j] or np.isnan(x): vals[c, i, j], idx[c, i, j] = x, h * W + w
+    return vals.reshape(a.shape[:-2] + (oh, ow)), idx.reshape(a.shape[:-2] + (oh, ow))
+
+
+def both(kernel):
+    "The implementations of `kernel` to check: its reference, and its compiled twin where built (always under CI)."
+    return [kernel.reference] + ([twin(kernel)] if kernel.compiled is not None or os.environ.get("CI") else [])
+
+
+# Hand-made geometries (padding beyond kernel // 2, windows past the input) in which some windows have
+# no tap inside the input and others do: the kernels' contract covers them, though PyTorch's sizes never make one.
+G = pooling._Geometry
+EMPTY_WINDOW_GEOMETRIES = {
+    "first and last columns empty": G(2, (1, 2), (1, 1), (0, 3), (1, 2), False, (3, 4), (3, 8)),
+    "last row empty": G(2, (2, 2), (2, 1), (2, 0), (3, 1), False, (2, 5), (3, 4)),
+    "a middle row empty": G(2, (3, 1), (1, 1), (2, 0), (2, 1), False, (1, 2), (3, 2)),
+    "every window empty (PyTorch's sizes)": G(2, (2, 2), (2, 2), (1, 1), (2, 2), True, (1, 5), (1, 3)),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", EMPTY_WINDOW_GEOMETRIES)
+def test_max_pool_windows_with_no_input(name, dtype):
+    "Both implementations: -inf and the index -1 for a window whose taps all fall in the padding, the definition elsewhere."
+    geo = EMPTY_WINDOW_GEOMETRIES[name]
+    a = tied(np.random.default_rng(11), (3, 2) + geo.in_size, dtype)
+    want_v, want_i = max_pool_definition(a, geo)
+    empty = pooling._empty_windows(geo)
+    assert empty is not None and (want_i[..., empty] == -1).all() and (want_i[..., ~empty] >= 0).all()
+    for f in both(pooling.max_pool_with_indices):
+        for layout, view in layouts(a):
+            v, i = f(view, geo)
+            np.testing.assert_array_equal(i, want_i, err_msg=f"{f} {layout}")
+            np.testing.assert_array_equal(v, want_v, err_msg=f"{f} {layout}")
+
+
+def test_max_pool_checks_the_geometry_against_the_input_in_both_implementations():
+    geo = pooling._geometry(mytorch.zeros(1, 4, 4), 2, "test", 2, None, 0)
+    for f in both(pooling.max_pool_with_indices):
+        with pytest.raises(ValueError, match=r"made for an input of size \(4, 4\), but a has shape \(1, 5, 4\)"):
+            f(np.zeros((1, 5, 4)), geo)
+        with pytest.raises(ValueError, match=r"a must have at least 2 dims \(..., H, W\), got shape \(4,\)"):
+            f(np.zeros(4), geo)
+        with pytest.raises(ValueError, match="below 1"):
+            f(np.zeros((1, 4, 4)), geo._replace(dilation=(1, 0)))
+
+
 # -- plane_scatter_add ---------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -353,6 +412,36 @@ def test_scatter_add_errors():
     with pytest.raises(ValueError, match="must be non-negative"):
         compiled(g, idx, -1)
     assert compiled(np.ones((0, 3)), np.zeros((0, 3), np.int64), 4).shape == (0, 4)
+
+
+@pytest.mark.parametrize("idx, says", [
+    (np.array([[0, 4], [1, 2]]), r"idx\[0, 1\] = 4 is out of range for planes of size 4"),   # bincount: plane 1's bin 0
+    (np.array([[0, 1], [-1, 2]]), r"idx\[1, 0\] = -1 is out of range for planes of size 4"),  # bincount: plane 0's last bin
+    (np.array([[0, 1], [2, 9]]), r"idx\[1, 1\] = 9 is out of range for planes of size 4"),    # bincount: past every plane
+])
+def test_scatter_add_reference_checks_the_index_contract_as_the_compiled_does(idx, says):
+    "An index outside its plane is refused by both implementations, with one message, before anything is added."
+    g = np.ones((2, 2))
+    messages = set()
+    for f in both(pooling.plane_scatter_add):
+        with pytest.raises(IndexError, match=says + r" \(indices must lie in \[0, 4\)\)") as e:
+            f(g, idx, 4)
+        messages.add(str(e.value))
+    assert len(messages) == 1
+    with pytest.raises(ValueError, match=r"g and idx must be 2-D arrays \(planes, values\) of one shape"):
+        pooling.plane_scatter_add.reference(g, idx.T[:1], 4)
+    with pytest.raises(TypeError, match="idx has dtype float64, but must hold integers"):
+        pooling.plane_scatter_add.reference(g, idx.astype(float), 4)
+    with pytest.raises(ValueError, match="must be non-negative"):
+        pooling.plane_scatter_add.reference(g, idx, -1)
+
+
+def test_plane_gather_refuses_an_index_outside_the_plane():
+    "A gather at -1 would read the plane's last element (NumPy's negative indexing); it raises instead."
+    x = mytorch.tensor(np.arange(8.0).reshape(2, 4))
+    with pytest.raises(IndexError, match=r"PlaneGather: idx\[1, 0\] = -1 is out of range for planes of size 4"):
+        pooling.PlaneGather.apply(x, np.array([[0], [-1]]), 1)
+    assert pooling.PlaneGather.apply(x, np.array([[3], [0]]), 1).tolist() == [[3.0], [4.0]]
 
 
 # -- the layer runs the same numbers either way ------------------------------------------------

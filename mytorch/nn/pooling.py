@@ -16,6 +16,7 @@ import operator
 from collections import namedtuple
 import numpy as np
 from ..engine import Tensor, Function
+from ..elementwise import where
 from .module import Module
 from ..kernels import compiled_kernel, kernel_backend
 
@@ -98,22 +99,51 @@ def _tap(padded:np.ndarray, geo:_Geometry, i:int, j:int) -> np.ndarray:
     (sh, sw), (dh, dw), (oh, ow) = geo.stride, geo.dilation, geo.out_size
     return padded[..., i * dh:i * dh + (oh - 1) * sh + 1:sh, j * dw:j * dw + (ow - 1) * sw + 1:sw]
 
-# %% ../../nbs/26_pooling.ipynb #ea1d30dd
+# %% ../../nbs/26_pooling.ipynb #102b0701
 def _first_real(start:np.ndarray, d:int) -> np.ndarray:
     "The first position >= 0 of each window starting at `start` with taps `d` apart."
     return np.where(start < 0, start + (-start + d - 1) // d * d, start)
 
+def _empty_windows(geo:_Geometry):
+    "(OH, OW) bool array marking the windows whose taps all fall in the padding; None when no window is empty."
+    axes = []
+    for n, k, s, p, d, o in zip(geo.in_size, geo.kernel, geo.stride, geo.padding, geo.dilation, geo.out_size):
+        w = np.r_[0:min(o, -(-p // s)), max(0, -(-(n + p) // s)):o]   # the windows that start outside [0, n)
+        start = w * s - p
+        first = _first_real(start, d)
+        axes.append(w[(first >= n) | (first > start + (k - 1) * d)])   # no tap lands in [0, n)
+    rows, cols = axes
+    if rows.size == 0 and cols.size == 0: return None
+    empty = np.zeros(geo.out_size, dtype=bool)
+    empty[rows, :] = True
+    empty[:, cols] = True
+    return empty
+
+# %% ../../nbs/26_pooling.ipynb #ea1d30dd
 def _bench_max_pool(rng, n:int, dtype) -> tuple:
     "(a, geo) for one timed max_pool_with_indices call on about n numbers: 2x2 windows, stride 2, over 32 maps."
     side = max(2, 2 * round(math.sqrt(n / 128)))
     return (rng.standard_normal((8, 4, side, side)).astype(dtype),
             _Geometry(2, (2, 2), (2, 2), (0, 0), (1, 1), False, (side, side), (side // 2, side // 2)))
 
+def _check_max_pool_call(a:np.ndarray, geo:_Geometry):
+    "What both max pool implementations check before they write anything, with the same messages."
+    if a.ndim < 2:
+        raise ValueError(f"max_pool_with_indices: a must have at least 2 dims (..., H, W), got shape {a.shape}.")
+    if min(geo.kernel + geo.stride + geo.dilation) < 1 or min(geo.padding + geo.out_size) < 0:
+        raise ValueError(f"max_pool_with_indices: geometry {geo} has a kernel, stride or dilation below 1, "
+                         "or a negative padding or output size.")
+    if tuple(geo.in_size) != a.shape[-2:]:
+        H, W = a.shape[-2:]
+        raise ValueError(f"max_pool_with_indices: the geometry was made for an input of size {tuple(geo.in_size)}, "
+                         f"but a has shape {a.shape} (..., H, W) = (..., {H}, {W}). Make the geometry from this input.")
+
 @compiled_kernel('max_pool_with_indices', extension='pool', default=True, bench=_bench_max_pool)
 def max_pool_with_indices(a:np.ndarray, # (..., H, W)
                           geo:_Geometry, # the windows, from `_geometry`
-                         ) -> tuple: # (values, indices), each (..., OH, OW); indices are int64, flat (h * W + w)
+                         ) -> tuple: # (values, indices), each (..., OH, OW); indices are int64, flat (h * W + w), -1 for a window with no input
     "Each window's maximum in `a` and its flat index into the window's plane, chosen as PyTorch's loop does."
+    _check_max_pool_call(a, geo)
     H, W = a.shape[-2:]
     (kh, kw), (sh, sw), (ph, pw), (dh, dw), (oh, ow) = geo.kernel, geo.stride, geo.padding, geo.dilation, geo.out_size
     fill = -np.inf if a.dtype.kind == 'f' else np.iinfo(a.dtype).min
@@ -122,6 +152,8 @@ def max_pool_with_indices(a:np.ndarray, # (..., H, W)
     best = np.full(a.shape[:-2] + (oh, ow), fill, dtype=a.dtype)
     index = np.empty(best.shape, dtype=np.int64)
     index[...] = _first_real(h0, dh) * W + _first_real(w0, dw)
+    empty = _empty_windows(geo)
+    if empty is not None: index[..., empty] = -1    # no position to report: only padding, which never wins
     nan = a.dtype.kind == 'f' and np.isnan(a).any()
     for i, j in np.ndindex(kh, kw):
         v = _tap(padded, geo, i, j)
@@ -139,12 +171,29 @@ def _bench_scatter_add(rng, n:int, dtype) -> tuple:
     P = a.shape[0] * a.shape[1]
     return rng.standard_normal(idx.shape).astype(dtype).reshape(P, -1), idx.reshape(P, -1), a.shape[-2] * a.shape[-1]
 
+def _check_plane_index(idx:np.ndarray, # (P, m) positions, one row per plane
+                       n:int, who:str):
+    "Raise an IndexError naming the first index outside [0, n), with the compiled scatter-add's message."
+    bad = np.flatnonzero((idx < 0) | (idx >= n))
+    if bad.size:
+        p, o = divmod(int(bad[0]), idx.shape[1])
+        raise IndexError(f"{who}: idx[{p}, {o}] = {int(idx[p, o])} is out of range for planes of size {n} "
+                         f"(indices must lie in [0, {n})).")
+
 @compiled_kernel('plane_scatter_add', extension='pool', default=True, bench=_bench_scatter_add)
 def plane_scatter_add(g:np.ndarray, # (P, m) values, one row per plane
                       idx:np.ndarray, # (P, m) integer positions in [0, n) within each plane
                       n:int, # elements per plane
                      ) -> np.ndarray: # (P, n), of g's dtype
     "A new (P, n) array, zero but for each g[p, o] added at position idx[p, o] of row p; repeated positions add up."
+    if g.ndim != 2 or idx.shape != g.shape:
+        raise ValueError(f"plane_scatter_add: g and idx must be 2-D arrays (planes, values) of one shape, got g "
+                         f"{g.shape} and idx {idx.shape}.")
+    if idx.dtype.kind not in 'iu':
+        raise TypeError(f"plane_scatter_add: idx has dtype {idx.dtype}, but must hold integers. Convert it first, "
+                        "e.g. idx.astype(np.int64).")
+    if n < 0: raise ValueError(f"plane_scatter_add: the plane size n must be non-negative, got {n}.")
+    _check_plane_index(idx, n, 'plane_scatter_add')
     P = g.shape[0]
     bins = (idx + np.arange(P)[:, None] * n).reshape(-1)     # plane p owns bins [p*n, (p+1)*n)
     return np.bincount(bins, weights=g.reshape(-1), minlength=P * n).astype(g.dtype, copy=False).reshape(P, n)
@@ -169,7 +218,9 @@ class PlaneGather(Function):
         if values is not None: return values   # gathered already: max pooling finds values and indices in one pass
         P, n = _planes(x.shape, nd)
         if idx.size == 0: return np.zeros(idx.shape, dtype=x.dtype)
-        return np.take_along_axis(x._data.reshape(P, n), idx.reshape(P, -1), 1).reshape(idx.shape)
+        flat = idx.reshape(P, -1)
+        _check_plane_index(flat, n, 'PlaneGather')
+        return np.take_along_axis(x._data.reshape(P, n), flat, 1).reshape(idx.shape)
     @staticmethod
     def backward(ctx, g):
         return (PlaneScatterAdd.apply(g, ctx.idx, ctx.in_shape, ctx.nd),) + (None,) * (len(ctx.needs_input_grad) - 1)
@@ -195,7 +246,11 @@ def _max_pool(input, nd, who, kernel_size, stride, padding, dilation, ceil_mode,
     a = input._data if nd == 2 else input._data[..., None, :]
     values, idx = _kernel(max_pool_with_indices, a.dtype)(a, geo)
     if nd == 1: values, idx = values[..., 0, :], idx[..., 0, :]
-    out = PlaneGather.apply(input, idx, nd, values)
+    empty = _empty_windows(geo)
+    if empty is None: out = PlaneGather.apply(input, idx, nd, values)
+    else:   # windows with no input hold the constant -inf and index -1: `where` gives them no gradient
+        empty = Tensor(np.broadcast_to(empty if nd == 2 else empty[0], idx.shape))
+        out = where(empty, Tensor(values), PlaneGather.apply(input, np.where(empty._data, 0, idx), nd, values))
     return (out, Tensor(idx, _origin=out._origin)) if return_indices else out
 
 def max_pool2d(input:Tensor, # (N, C, H, W) or (C, H, W)
