@@ -53,8 +53,19 @@ def _has_zero(d:np.ndarray) -> bool:
 
 def _compute(f, *arrays):
     "f(*arrays); under the 'nan' policy without NumPy's warnings about nan and inf (PyTorch gives none)."
-    if _math.strict: return f(*arrays)
+    if _math.strict: return f(*arrays)   # the domain check ran: f cannot meet a value that makes NumPy warn
     with np.errstate(divide='ignore', invalid='ignore'): return f(*arrays)
+
+def _quiet(f, **ignore):
+    "f with NumPy's floating-point warnings named in `ignore` (e.g. over='ignore') off for its own call only."
+    return np.errstate(**ignore)(f)
+
+_subtract = _quiet(np.subtract, over='ignore', invalid='ignore')        # inf - inf is nan; 1e308 - -1e308 is inf
+_divide = _quiet(np.true_divide, divide='ignore', over='ignore', invalid='ignore')   # inf / inf; x / 0 under 'nan'
+_power = _quiet(np.power, divide='ignore', over='ignore', invalid='ignore')          # 1e200 ** 2; 0 ** -1 under 'nan'
+_exp = _quiet(np.exp, over='ignore')                                     # exp(100) in float32 is inf
+_sin, _cos = _quiet(np.sin, invalid='ignore'), _quiet(np.cos, invalid='ignore')   # sin(inf) is nan
+_rsqrt = _quiet(lambda v: 1.0 / np.sqrt(v), divide='ignore', invalid='ignore')     # 1 / sqrt(0) under 'nan'
 
 def _positions(bad:np.ndarray, values:np.ndarray, limit:int=3) -> str:
     "'-1 at [0, 2], 0 at [1, 0], ...': the first offending values and where they are."
@@ -121,7 +132,7 @@ class Sub(Function):
         if a._data.dtype == bool_ and b._data.dtype == bool_:
             raise TypeError(f"subtraction, the `-` operator, is not defined for two bool tensors (made at {a.origin} "
                             f"and {b.origin}). Use `^` or logical_xor for masks.")
-        return a._data - b._data
+        return _subtract(a._data, b._data)
     @staticmethod
     def backward(ctx, g): return g, (Neg.apply(g) if ctx.needs_input_grad[1] else None)
     @staticmethod
@@ -136,8 +147,22 @@ def _true_division_arrays(ad, bd):
     if not fa and not fb: return ad.astype(_default.dtype), bd.astype(_default.dtype)
     return (ad.astype(bd.dtype), bd) if fb and not fa else (ad, bd if fb else bd.astype(ad.dtype))
 
+def _quotient(a:Tensor, b:Tensor) -> np.ndarray:
+    "a / b as an array, computed quietly, integers converted as PyTorch converts them."
+    ad, bd = a._data, b._data
+    if ad.dtype.kind not in 'fc' or bd.dtype.kind not in 'fc': ad, bd = _true_division_arrays(ad, bd)
+    return _divide(ad, bd)
+
+@np.errstate(divide='ignore', over='ignore', invalid='ignore')
+def _divisor_grad(g:np.ndarray, a:Tensor, b:Tensor) -> np.ndarray:
+    "-(g * (a / b)) / b for a plain backward pass: one new array, updated in place, quietly."
+    z = np.asarray(_quotient(a, b))   # asarray: 0-d operands give a NumPy scalar
+    np.multiply(z, g, out=z)
+    np.divide(z, b._data, out=z)
+    return np.negative(z, out=z)
+
 class Div(Function):
-    "a / b: da = g / b, db = -(g / b) * a / b"
+    "a / b: da = g / b, db = -(g * (a / b)) / b"
     @staticmethod
     def forward(ctx, a, b):
         ad, bd = a._data, b._data
@@ -147,13 +172,14 @@ class Div(Function):
                                 "is undefined)", "make sure the divisor cannot be 0: divide by (b + eps) or "
                                 "b.clamp(min=eps) for a positive divisor, or select the result with where(b != 0, a / b_safe, 0).")
         ctx.save_for_backward(a, b)
-        return _compute(np.true_divide, ad, bd)
+        return _divide(ad, bd)
     @staticmethod
     def backward(ctx, g):
         a, b = ctx.saved_tensors
-        ga = Div.apply(g, b)
-        return (ga if ctx.needs_input_grad[0] else None,
-                Neg.apply(Div.apply(Mul.apply(ga, a), b)) if ctx.needs_input_grad[1] else None)
+        ga = Div.apply(g, b) if ctx.needs_input_grad[0] else None
+        if not ctx.needs_input_grad[1]: return ga, None
+        if not _grad_mode.enabled: return ga, Tensor(_divisor_grad(g._data, a, b))
+        return ga, Neg.apply(Div.apply(Mul.apply(g, Div.apply(a, b)), b))   # create_graph: Tensor ops, differentiable
     @staticmethod
     def jvp(ctx, ta, tb):
         a, b = ctx.saved_tensors
@@ -338,7 +364,7 @@ class Exp(Function):
     "exp(x): dx = g * exp(x)"
     @staticmethod
     def forward(ctx, x):
-        y = Tensor(np.exp(_float_data(x)), _origin=x._origin)
+        y = Tensor(_exp(_float_data(x)), _origin=x._origin)
         ctx.save_for_backward(x, y)
         return y
     @staticmethod
@@ -434,7 +460,8 @@ class PowScalar(Function):
         if _math.strict: _pow_domain_check(x, d, n)
         ctx.save_for_backward(x)
         ctx.n = n
-        return _compute(np.power, d, n)
+        if n == -0.5: return _rsqrt(d)   # PyTorch's x ** -0.5 is rsqrt: -inf at -0.0 and nan at -inf, where NumPy's power gives inf and 0
+        return _power(d, n)
     @staticmethod
     def backward(ctx, g):
         x, = ctx.saved_tensors
@@ -501,7 +528,7 @@ class Pow(Function):
             raise RuntimeError(f"Integers to negative integer powers are not allowed (an {ad.dtype} base made at "
                                f"{a.origin}). Convert the base to float first.")
         if _math.strict: _pow_tensor_domain_check(a, b, ad, bd)
-        y = Tensor(_compute(np.power, ad, bd), _origin=a._origin)
+        y = Tensor(_power(ad, bd), _origin=a._origin)
         ctx.save_for_backward(a, b, y)
         return y
     @staticmethod
@@ -586,7 +613,7 @@ class Rsqrt(Function):
         if _math.strict and _min(d) <= 0:
             raise _domain_error('rsqrt', x, d <= 0, d, "rsqrt(x) = 1 / sqrt(x) is defined for x > 0",
                                 "add a small epsilon, e.g. rsqrt(var + 1e-5) as normalization layers do.")
-        y = Tensor(_compute(lambda v: 1.0 / np.sqrt(v), d), _origin=x._origin)
+        y = Tensor(_rsqrt(d) if not _math.strict else 1.0 / np.sqrt(d), _origin=x._origin)
         ctx.save_for_backward(x, y)
         return y
     @staticmethod
@@ -614,7 +641,7 @@ class Sin(Function):
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return np.sin(_float_data(x))
+        return _sin(_float_data(x))
     @staticmethod
     def backward(ctx, g):
         x, = ctx.saved_tensors
@@ -629,7 +656,7 @@ class Cos(Function):
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return np.cos(_float_data(x))
+        return _cos(_float_data(x))
     @staticmethod
     def backward(ctx, g):
         x, = ctx.saved_tensors
@@ -696,6 +723,11 @@ def sigmoid(input:Tensor) -> Tensor:
 Tensor.sin, Tensor.cos, Tensor.tanh, Tensor.sigmoid = sin, cos, tanh, sigmoid
 
 # %% ../nbs/12_elementwise.ipynb #8e589fe9
+def _sign(d:np.ndarray) -> np.ndarray:
+    "-1, 0 or 1 as PyTorch defines sign, (d > 0) - (d < 0): 0 at nan, where np.sign gives nan."
+    if d.dtype.kind != 'f': return np.sign(d)
+    return (np.greater(d, 0).view(np.int8) - np.less(d, 0).view(np.int8)).astype(d.dtype)   # one-byte masks
+
 class Abs(Function):
     "abs(x): dx = g * sign(x)"
     @staticmethod
@@ -705,23 +737,27 @@ class Abs(Function):
     @staticmethod
     def backward(ctx, g):
         x, = ctx.saved_tensors
-        return _mask(g, np.sign(x._data))
+        return _mask(g, _sign(x._data))
     @staticmethod
     def jvp(ctx, t):
         x, = ctx.saved_tensors
-        return _mask(t, np.sign(x._data))
+        return _mask(t, _sign(x._data))
 
 class Sign(Function):
     "sign(x): dx = 0"
     @staticmethod
-    def forward(ctx, x): return np.sign(x._data)
+    def forward(ctx, x): return _sign(x._data)
     @staticmethod
     def backward(ctx, g): return Tensor(np.zeros_like(g._data))
     @staticmethod
     def jvp(ctx, t): return Tensor(np.zeros_like(t._data))
 
+def _relu_pass(y:np.ndarray) -> np.ndarray:
+    "Where relu passes its gradient: PyTorch's mask, not (y <= 0), so a nan passes; y = max(x, 0) makes it y != 0."
+    return y != 0
+
 class Relu(Function):
-    "relu(x): dx = g where x > 0, else 0"
+    "relu(x): dx = g where x > 0 (or x is nan), else 0"
     @staticmethod
     def forward(ctx, x):
         y = Tensor(np.maximum(x._data, 0), _origin=x._origin)
@@ -730,11 +766,11 @@ class Relu(Function):
     @staticmethod
     def backward(ctx, g):
         y, = ctx.saved_tensors
-        return _mask(g, y._data > 0)
+        return _mask(g, _relu_pass(y._data))
     @staticmethod
     def jvp(ctx, t):
         y, = ctx.saved_tensors
-        return _mask(t, y._data > 0)
+        return _mask(t, _relu_pass(y._data))
 
 def _clamp_keep(ctx) -> np.ndarray:
     "Where clamp passes its input through: lo <= x <= hi, both bounds inclusive (PyTorch's convention)."

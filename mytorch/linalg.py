@@ -13,6 +13,7 @@ import string
 import numpy as np
 from .engine import *
 from .engine import _format_origin
+from .elementwise import _subtract
 
 # %% ../nbs/16_linalg.ipynb #4ccddc37
 class _MatrixTranspose(Function):
@@ -320,7 +321,7 @@ class Softmax(Function):
     @staticmethod
     def forward(ctx, x, axis):
         X = x._data
-        e = np.exp(X - X.max(axis=axis, keepdims=True, initial=-np.inf))   # the largest exponent is e**0 = 1
+        e = np.exp(_subtract(X, X.max(axis=axis, keepdims=True, initial=-np.inf)))   # the largest exponent is e**0 = 1
         e /= e.sum(axis=axis, keepdims=True)
         s = Tensor(np.asarray(e), _origin=x._origin)   # asarray: a 0-d input gives a NumPy scalar
         ctx.axis = axis
@@ -344,7 +345,7 @@ class LogSoftmax(Function):
     @staticmethod
     def forward(ctx, x, axis):
         X = x._data
-        shifted = X - X.max(axis=axis, keepdims=True, initial=-np.inf)
+        shifted = _subtract(X, X.max(axis=axis, keepdims=True, initial=-np.inf))   # inf - inf = nan, quietly
         shifted -= np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
         y = Tensor(np.asarray(shifted), _origin=x._origin)
         ctx.axis = axis

@@ -12,9 +12,12 @@ __all__ = ['Sum', 'sum', 'Mean', 'mean', 'ProdOthers', 'Prod', 'prod', 'return_t
 # %% ../nbs/13_reductions.ipynb #d15b30c2
 import builtins
 import math
+import warnings
 from collections import namedtuple
 import numpy as np
 from .engine import *
+from .scalar import DomainError
+from .elementwise import Sub, Div, _math, _quiet, _divide, _sign
 
 # %% ../nbs/13_reductions.ipynb #a83bc3c5
 def _describe(x) -> str:
@@ -100,12 +103,14 @@ def _accumulator(x):
     return int64 if x._data.dtype.kind in 'iub' else None
 
 # %% ../nbs/13_reductions.ipynb #685df792
+_sum = _quiet(np.sum, over='ignore', invalid='ignore')   # inf + -inf is nan; a float32 total past 3.4e38 is inf
+
 class Sum(Function):
     "sum(x, dims): dx = expand(g, x.shape), with the reduced dims reinserted first"
     @staticmethod
     def forward(ctx, x, dims, keepdim):
         ctx.in_shape, ctx.dims, ctx.keepdim = x.shape, dims, keepdim
-        return np.sum(x._data, axis=dims, keepdims=keepdim, dtype=_accumulator(x))
+        return _sum(x._data, axis=dims, keepdims=keepdim, dtype=_accumulator(x))
     @staticmethod
     def backward(ctx, g): return _unreduce(g, ctx.in_shape, ctx.dims, ctx.keepdim), None, None
     @staticmethod
@@ -122,14 +127,16 @@ def sum(input:Tensor, # the tensor to reduce
 Tensor.sum = sum
 
 # %% ../nbs/13_reductions.ipynb #7181c13a
+_mean = _quiet(np.mean, over='ignore', invalid='ignore')
+
 class Mean(Function):
     "mean(x, dims): dx = expand(g, x.shape) / n, n = the number of elements averaged"
     @staticmethod
     def forward(ctx, x, dims, keepdim):
         ctx.in_shape, ctx.dims, ctx.keepdim = x.shape, dims, keepdim
-        if x._data.size == 0:   # no 0/0 reaches here (mean() refuses it), but NumPy would warn about one
-            return np.sum(x._data, axis=dims, keepdims=keepdim)
-        return np.mean(x._data, axis=dims, keepdims=keepdim)
+        if x._data.size == 0:   # 0/0 = nan for each output, if any (mean() lets it through only under 'nan')
+            return np.full_like(np.sum(x._data, axis=dims, keepdims=keepdim), np.nan)
+        return _mean(x._data, axis=dims, keepdims=keepdim)
     @staticmethod
     def backward(ctx, g):
         n = builtins.max(_count(ctx.in_shape, ctx.dims), 1)   # n = 0 only when there are no outputs either
@@ -142,11 +149,12 @@ def _need_float(x, op, fix):
         raise RuntimeError(f"{op}() needs a floating-point tensor, got {x.dtype} ({_describe(x)}); its result has "
                            f"no integer dtype. {fix}")
 
-def _no_empty_slices(x, dims, op, why):
-    "Raise if a reduction over `dims` would combine zero elements into some output."
-    if _count(x.shape, dims) == 0 and math.prod(n for i, n in enumerate(x.shape) if i not in dims) > 0:
-        raise RuntimeError(f"{op}(): reducing over dims {dims} of a tensor of shape {tuple(x.shape)} combines zero "
-                           f"elements into each output ({_describe(x)}). {why}")
+def _no_empty_slices(x, dims, op, why, fix):
+    "Under the 'raise' policy, refuse a reduction over `dims` that would combine zero elements into some output."
+    if _math.strict and _count(x.shape, dims) == 0 and math.prod(n for i, n in enumerate(x.shape) if i not in dims) > 0:
+        raise DomainError(f"{op}(): reducing over dims {dims} of a tensor of shape {tuple(x.shape)} combines zero "
+                          f"elements into each output ({_describe(x)}). {why}\n  Fix: {fix}\n"
+                          f"  Or accept nan as PyTorch does: mytorch.set_math_policy('nan').")
 
 def mean(input:Tensor, # the tensor to average
          dim=None, # an int, a tuple of ints, or None for all dims
@@ -156,8 +164,9 @@ def mean(input:Tensor, # the tensor to average
     input = _cast(input, dtype)
     _need_float(input, 'mean', "Convert it first (x.double(), or mean(x, dtype=float64)), or use sum() if you wanted a count.")
     dims = _dims(input, dim, 'mean')
-    _no_empty_slices(input, dims, 'mean', "The mean of nothing is 0/0 (PyTorch returns nan); check for an empty batch "
-                     "before averaging.")
+    _no_empty_slices(input, dims, 'mean', "The mean of nothing is 0/0, which is undefined.",
+                     "check for an empty batch before averaging, or use x.sum(dim) / max(n, 1) if 0 is the right "
+                     "answer for nothing.")
     return Mean.apply(input, dims, keepdim)
 
 Tensor.mean = mean
@@ -320,8 +329,8 @@ def _extreme_forward(ctx, x, dims, keepdim, reduce):
 def _even_mask(ctx) -> np.ndarray:
     "[x == result] / (number of ties in the slice), for amax/amin."
     x, = ctx.saved_tensors
-    hit = (x._data == ctx.out_kept)
-    return hit / np.sum(hit, axis=ctx.dims, keepdims=True, dtype=x.dtype)
+    hit = (x._data == ctx.out_kept)   # all False in a slice whose maximum is nan: 0 / 0 = nan, as in PyTorch
+    return _divide(hit, np.sum(hit, axis=ctx.dims, keepdims=True, dtype=x.dtype))
 
 def _even_share(ctx, g):
     "The gradient of amax/amin: expand(g) * [x == result] / (number of ties in the slice)."
@@ -440,7 +449,7 @@ class _Reciprocal(Function):
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return 1.0 / x._data
+        return _divide(1.0, x._data)   # quiet: 1 / (a subnormal std) overflows to inf
     @staticmethod
     def backward(ctx, g):
         x, = ctx.saved_tensors
@@ -459,9 +468,24 @@ def _safe_reciprocal(t, zero:np.ndarray):
     return _Reciprocal.apply(t + Tensor(z, _origin=t._origin)) * Tensor(1.0 - z, _origin=t._origin)
 
 def _dof(shape, dims, correction):
-    "n - correction, the divisor of var and std (1 when there are no outputs, so nothing is divided)."
-    d = _count(shape, dims) - correction
-    return d if d > 0 else 1
+    "n - correction, the divisor of var and std; <= 0 only under the 'nan' policy (var() and std() refuse it otherwise)."
+    return _count(shape, dims) - correction
+
+def _by_zero(t):
+    "t / 0, PyTorch's division by max(0, n - correction): inf where t != 0, nan where t = 0 (a quiet Div under 'nan')."
+    return Div.apply(t, Tensor(np.zeros((), t._data.dtype), _origin=t._origin))
+
+def _deviation(x, dims):
+    "x minus its slice's mean (kept dims), one Sub node: an inf in the slice gives inf - inf = nan, quietly."
+    return Sub.apply(x, Mean.apply(x, dims, True))
+
+@np.errstate(divide='ignore', over='ignore', invalid='ignore')   # inf - inf in a - mean; the / 0 below
+def _variance(a:np.ndarray, dims:tuple, correction, keepdims:bool=True) -> np.ndarray:
+    "sum((a - mean)^2) / max(0, n - correction) over `dims`: np.var, or PyTorch's 0/0 = nan and S/0 = inf when n <= correction."
+    n = _count(a.shape, dims)
+    if n - correction > 0: return np.var(a, axis=dims, ddof=correction, keepdims=keepdims)
+    c = a - np.sum(a, axis=dims, keepdims=True) / n   # np.var would warn "Degrees of freedom <= 0"
+    return np.sum(c * c, axis=dims, keepdims=keepdims) / builtins.max(0, n - correction)
 
 def _again(fn, ctx, x, *args):
     "A reduction's output (kept dims) inside its own backward: recomputed as a graph node under create_graph (or when x carries a tangent, so that forward mode sees it), else the cached array."
@@ -478,18 +502,19 @@ class Var(Function):
     def forward(ctx, x, dims, correction, keepdim):
         ctx.dims, ctx.correction, ctx.keepdim = dims, correction, keepdim
         ctx.save_for_backward(x)
-        return np.var(x._data, axis=dims, ddof=correction, keepdims=keepdim)
+        return _variance(x._data, dims, correction, keepdim)
     @staticmethod
     def backward(ctx, g):
         x, = ctx.saved_tensors
-        dims = ctx.dims
-        scale = 2.0 / _dof(x.shape, dims, ctx.correction)
-        return _keep(g, x.shape, dims, ctx.keepdim) * scale * (x + Mean.apply(x, dims, True) * -1.0), None, None, None
+        dims, d = ctx.dims, _dof(x.shape, ctx.dims, ctx.correction)
+        g, dev = _keep(g, x.shape, dims, ctx.keepdim), _deviation(x, dims)
+        return (g * (2.0 / d) * dev if d > 0 else _by_zero(g * 2.0 * dev)), None, None, None
     @staticmethod
     def jvp(ctx, t, *_):
         x, = ctx.saved_tensors
-        scale = 2.0 / _dof(x.shape, ctx.dims, ctx.correction)
-        return Sum.apply(t * (x + Mean.apply(x, ctx.dims, True) * -1.0), ctx.dims, ctx.keepdim) * scale
+        d = _dof(x.shape, ctx.dims, ctx.correction)
+        s = Sum.apply(t * _deviation(x, ctx.dims), ctx.dims, ctx.keepdim)
+        return s * (2.0 / d) if d > 0 else _by_zero(s * 2.0)
 
 class Std(Function):
     "std(x, dims, c): dx = expand(g / std(x)) * (x - mean(x)) / (n - c), 0 where std(x) = 0"
@@ -497,7 +522,7 @@ class Std(Function):
     def forward(ctx, x, dims, correction, keepdim):
         ctx.dims, ctx.correction, ctx.keepdim = dims, correction, keepdim
         ctx.save_for_backward(x)
-        ctx.out_kept = np.std(x._data, axis=dims, ddof=correction, keepdims=True)
+        ctx.out_kept = np.sqrt(_variance(x._data, dims, correction))
         return ctx.out_kept if keepdim else np.squeeze(ctx.out_kept, axis=dims)
     @staticmethod
     def backward(ctx, g):
@@ -505,15 +530,15 @@ class Std(Function):
         dims = ctx.dims
         s = _again(Std, ctx, x, dims, ctx.correction)
         per_slice = _keep(g, x.shape, dims, ctx.keepdim) * _safe_reciprocal(s, ctx.out_kept == 0)
-        scale = 1.0 / _dof(x.shape, dims, ctx.correction)
-        return per_slice * scale * (x + Mean.apply(x, dims, True) * -1.0), None, None, None
+        d, dev = _dof(x.shape, dims, ctx.correction), _deviation(x, dims)
+        return (per_slice * (1.0 / d) * dev if d > 0 else _by_zero(per_slice * dev)), None, None, None
     @staticmethod
     def jvp(ctx, t, *_):
         x, = ctx.saved_tensors
         dims = ctx.dims
         s = _again_jvp(Std, ctx, x, dims, ctx.correction)
-        scale = 1.0 / _dof(x.shape, dims, ctx.correction)
-        slope = (x + Mean.apply(x, dims, True) * -1.0) * (_safe_reciprocal(s, ctx.out_kept == 0) * scale)
+        d, per_slice = _dof(x.shape, dims, ctx.correction), _safe_reciprocal(s, ctx.out_kept == 0)
+        slope = _deviation(x, dims) * (per_slice * (1.0 / d)) if d > 0 else _by_zero(_deviation(x, dims) * per_slice)
         return Sum.apply(t * slope, dims, ctx.keepdim)
 
 # %% ../nbs/13_reductions.ipynb #9793bf97
@@ -529,10 +554,15 @@ def _var_args(input, dim, unbiased, correction, op):
     _need_float(input, op, "Convert it first, e.g. x.double().")
     dims = _dims(input, dim, op)
     n = _count(input.shape, dims)
-    if n - c <= 0 and math.prod(s for i, s in enumerate(input.shape) if i not in dims) > 0:
-        raise RuntimeError(f"{op}(): each output combines {n} element(s) with correction={c}, so it divides by "
-                           f"n - correction = {n - c} ({_describe(input)}); PyTorch would return nan or inf. "
-                           f"Use correction=0 for the population {op}, or reduce over more elements.")
+    if n - c > 0: return dims, c
+    if not _math.strict:   # PyTorch's result (nan or inf) and PyTorch's warning, pointing at the caller's line
+        warnings.warn(f"{op}(): degrees of freedom is <= 0. Correction should be strictly less than the reduction "
+                      "factor (input numel divided by output numel).", UserWarning, stacklevel=3)
+    elif math.prod(s for i, s in enumerate(input.shape) if i not in dims) > 0:
+        raise DomainError(f"{op}(): each output combines {n} element(s) with correction={c}, so it divides by "
+                          f"n - correction = {n - c} ({_describe(input)}): the {op} of too few numbers is undefined "
+                          f"(0/0 or x/0).\n  Fix: use correction=0 for the population {op}, or reduce over more "
+                          f"elements.\n  Or accept nan and inf as PyTorch does: mytorch.set_math_policy('nan').")
     return dims, c
 
 def var(input:Tensor, # the tensor to reduce
@@ -587,12 +617,12 @@ class LogSumExp(Function):
     def backward(ctx, g):
         x, = ctx.saved_tensors
         lse = _again(LogSumExp, ctx, x, ctx.dims)
-        return _keep(g, x.shape, ctx.dims, ctx.keepdim) * _Exp.apply(x + lse * -1.0), None, None
+        return _keep(g, x.shape, ctx.dims, ctx.keepdim) * _Exp.apply(Sub.apply(x, lse)), None, None
     @staticmethod
     def jvp(ctx, t, _, __):
         x, = ctx.saved_tensors
         lse = _again_jvp(LogSumExp, ctx, x, ctx.dims)
-        return Sum.apply(t * _Exp.apply(x + lse * -1.0), ctx.dims, ctx.keepdim)
+        return Sum.apply(t * _Exp.apply(Sub.apply(x, lse)), ctx.dims, ctx.keepdim)
 
 def logsumexp(input:Tensor, # the tensor to reduce
               dim, # an int or a tuple of ints (required, as in PyTorch); () for all dims
@@ -645,9 +675,9 @@ class Norm1(Function):
     @staticmethod
     def backward(ctx, g):
         x, = ctx.saved_tensors
-        return _keep(g, x.shape, ctx.dims, ctx.keepdim) * Tensor(np.sign(x._data), _origin=g._origin), None, None
+        return _keep(g, x.shape, ctx.dims, ctx.keepdim) * Tensor(_sign(x._data), _origin=g._origin), None, None
     @staticmethod
-    def jvp(ctx, t, _, __): return _masked_sum(ctx, t, np.sign(ctx.saved_tensors[0]._data))
+    def jvp(ctx, t, _, __): return _masked_sum(ctx, t, _sign(ctx.saved_tensors[0]._data))
 
 class NormInf(Function):
     "norm_inf(x, dims, ±1): dx = expand(g) * sign(x) * [|x| == norm] / (number of ties)"
@@ -669,7 +699,7 @@ def _norm_inf_mask(ctx) -> np.ndarray:
     x, = ctx.saved_tensors
     a = x._data
     hit = np.abs(a) == ctx.out_kept
-    return np.sign(a) * hit / np.sum(hit, axis=ctx.dims, keepdims=True, dtype=a.dtype)
+    return _divide(_sign(a) * hit, np.sum(hit, axis=ctx.dims, keepdims=True, dtype=a.dtype))   # 0 / 0 for a nan slice
 
 # %% ../nbs/13_reductions.ipynb #b3829f48
 def norm(input:Tensor, # the tensor whose slices to measure

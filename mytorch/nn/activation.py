@@ -110,7 +110,7 @@ def prelu(input:Tensor, weight:Tensor) -> Tensor:
 # %% ../../nbs/23_activations.ipynb #5443a744
 @_named('Hardtanh')
 class _Hardtanh(_Pointwise):
-    "hardtanh(x, min_val, max_val): dx = g where min_val < x < max_val, else 0"
+    "hardtanh(x, min_val, max_val): dx = g where min_val < x < max_val (or x is nan), else 0"
     @staticmethod
     def forward(ctx, x, min_val, max_val):
         d = x._data
@@ -121,7 +121,7 @@ class _Hardtanh(_Pointwise):
     @staticmethod
     def slope_array(ctx, d):
         lo, hi = ctx.bounds
-        return (d > lo) & (d < hi)
+        return ~((d <= lo) | (d >= hi))   # PyTorch's mask: a nan passes its gradient
 
 @_named('Hardsigmoid')
 class _Hardsigmoid(_Pointwise):
@@ -168,7 +168,7 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 
 @_named('Elu')
 class _Elu(_Pointwise):
-    "elu(x, alpha, scale, input_scale): dx = g * scale where x > 0, else g * scale * alpha * input_scale * exp(input_scale * x)"
+    "elu(x, alpha, scale, input_scale): dx = g * scale * alpha * input_scale * exp(input_scale * x) where x <= 0, else g * scale"
     @staticmethod
     def forward(ctx, x, alpha, scale, input_scale):
         d = x._data
@@ -179,12 +179,12 @@ class _Elu(_Pointwise):
     @staticmethod
     def slope_array(ctx, d):
         alpha, scale, input_scale = ctx.constants
-        return np.where(d > 0, scale, np.exp(np.minimum(d, 0.0) * input_scale) * (alpha * scale * input_scale))
+        return np.where(d <= 0, np.exp(np.minimum(d, 0.0) * input_scale) * (alpha * scale * input_scale), scale)
     @staticmethod
     def slope_graph(ctx, x):
         alpha, scale, input_scale = ctx.constants
         curved = Exp.apply(Clamp.apply(x, None, 0.0) * input_scale) * (alpha * scale * input_scale)
-        return Where.apply(x > 0, Tensor(np.asarray(scale, dtype=x._data.dtype)), curved)
+        return Where.apply(x <= 0, curved, Tensor(np.asarray(scale, dtype=x._data.dtype)))
 
 def elu(input:Tensor, alpha:float=1.0, inplace:bool=False) -> Tensor:
     "input where input > 0, else alpha * (exp(input) - 1)"
@@ -361,6 +361,7 @@ _GELU_FORMS = ('none', 'tanh')
 class _Gelu(_Pointwise):
     "gelu(x): dx = g * (Phi(x) + x * phi(x)); 'tanh': dx = g * (0.5 * (1 + t) + 0.5 * x * (1 - t ** 2) * k * (1 + 3 * c * x ** 2))"
     @staticmethod
+    @np.errstate(over='ignore', invalid='ignore')   # -inf * Phi(-inf) = -inf * 0 is nan; x ** 3 overflows past 1e102
     def forward(ctx, x, approximate):
         d = x._data
         ctx.save_for_backward(x)
@@ -371,6 +372,7 @@ class _Gelu(_Pointwise):
         ctx.cdf = 0.5 * _erfc_array(d * -_SQRT1_2)   # Phi(x), kept for the slope: erfc is the costly part
         return d * ctx.cdf
     @staticmethod
+    @np.errstate(over='ignore', invalid='ignore')   # inf * exp(-inf) = inf * 0 is nan, as in PyTorch
     def slope_array(ctx, d):
         if ctx.tanh:
             t = ctx.t

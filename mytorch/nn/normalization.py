@@ -53,9 +53,10 @@ def _per_channel(v:np.ndarray) -> np.ndarray:
 def channel_moments(x:np.ndarray, # (A, C, B): statistics per channel, over A and B
                    ) -> tuple: # (mean, biased variance), each (C,) of x's dtype
     "Per-channel mean and biased variance of x, accumulated in float64, the variance from the centred values."
-    mean = x.mean((0, 2), dtype=np.float64)
-    c = np.subtract(x, _per_channel(mean), dtype=np.float64)
-    var = np.einsum('acb,acb->c', c, c) / max(1, x.shape[0] * x.shape[2])
+    with np.errstate(over='ignore', invalid='ignore'):   # a channel with an inf: inf - inf = nan, as in PyTorch
+        mean = x.mean((0, 2), dtype=np.float64)
+        c = np.subtract(x, _per_channel(mean), dtype=np.float64)
+        var = np.einsum('acb,acb->c', c, c) / max(1, x.shape[0] * x.shape[2])
     return mean.astype(x.dtype, copy=False), var.astype(x.dtype, copy=False)
 
 @compiled_kernel('channel_normalize', extension='norm', default=True, bench=_bench_normalize)
@@ -65,9 +66,10 @@ def channel_normalize(x:np.ndarray, # (A, C, B)
                      ) -> np.ndarray: # y, (A, C, B)
     "y = (x - mean) * (inv_std * weight) + bias, per channel: the forward of batch norm in one expression."
     scale = inv_std if weight is None else inv_std * weight
-    y = np.subtract(x, _per_channel(mean))
-    y *= _per_channel(scale)
-    if bias is not None: y += _per_channel(bias)
+    with np.errstate(over='ignore', invalid='ignore'):   # inf - inf where the channel's mean is inf
+        y = np.subtract(x, _per_channel(mean))
+        y *= _per_channel(scale)
+        if bias is not None: y += _per_channel(bias)
     return y
 
 @compiled_kernel('channel_norm_backward', extension='norm', default=True, bench=_bench_backward)
@@ -78,13 +80,14 @@ def channel_norm_backward(g:np.ndarray, # (A, C, B): the gradient of y
                          ) -> tuple: # (dx, sum(g), sum(g * xhat)): dx (A, C, B), the sums (C,)
     "The plain backward of batch norm with the batch's statistics: dx = inv_std * weight * (g - mean(g) - xhat * mean(g * xhat))."
     M = max(1, x.shape[0] * x.shape[2])
-    dx = np.subtract(x, _per_channel(mean))   # becomes xhat, then dx, in place: a fresh large array costs page faults
-    dx *= _per_channel(inv_std)
-    sum_g, sum_gxhat = g.sum((0, 2)), np.einsum('acb,acb->c', g, dx)
-    k = inv_std if weight is None else inv_std * weight
-    dx *= _per_channel(-k * sum_gxhat / M)
-    dx -= _per_channel(k * sum_g / M)
-    dx += g * _per_channel(k)
+    with np.errstate(over='ignore', invalid='ignore'):   # a channel with an inf is nan throughout, quietly
+        dx = np.subtract(x, _per_channel(mean))   # becomes xhat, then dx, in place: a fresh large array costs page faults
+        dx *= _per_channel(inv_std)
+        sum_g, sum_gxhat = g.sum((0, 2)), np.einsum('acb,acb->c', g, dx)
+        k = inv_std if weight is None else inv_std * weight
+        dx *= _per_channel(-k * sum_gxhat / M)
+        dx -= _per_channel(k * sum_g / M)
+        dx += g * _per_channel(k)
     return dx, sum_g, sum_gxhat
 
 # %% ../../nbs/27_normalization.ipynb #1d589462
@@ -117,10 +120,15 @@ def _project(gp:Tensor, xhat:Tensor, inv_std:Tensor, axes:tuple, batch_stats:boo
     if not batch_stats: return gp * inv_std
     return inv_std * (gp - Mean.apply(gp, axes, True) - xhat * Mean.apply(gp * xhat, axes, True))
 
+@np.errstate(over='ignore', invalid='ignore')   # inf - inf where a group's mean is inf: nan, as in PyTorch
+def _standardize(v:np.ndarray, mean:np.ndarray, inv_std:np.ndarray) -> np.ndarray:
+    "xhat = (v - mean) * inv_std, quietly."
+    return (v - mean) * inv_std
+
 def _xhat(ctx, x:Tensor) -> np.ndarray:
     "xhat in the view's shape: as the forward saved it, or (batch norm's layout, which saves none) recomputed from x."
     if ctx.xhat_v is not None: return ctx.xhat_v
-    return (x._data.reshape(ctx.layout.view) - ctx.mean) * ctx.inv_std
+    return _standardize(x._data.reshape(ctx.layout.view), ctx.mean, ctx.inv_std)
 
 def _grads(ctx, gx, gw, gb) -> tuple:
     "The backward's return value: NumPy results as Tensors of the inputs' shapes, None for what needs no gradient."
@@ -139,7 +147,7 @@ class Normalization(Function):
             normalize = _kernel(channel_normalize, x.dtype)
             y = normalize(_abc(x._data, layout), mean.reshape(C), inv_std.reshape(C), w, b).reshape(x.shape)
         else:
-            xhat_v = (x._data.reshape(layout.view) - mean) * inv_std
+            xhat_v = _standardize(x._data.reshape(layout.view), mean, inv_std)
             xhat = xhat_v.reshape(x.shape)
             y = xhat * w.reshape(layout.param_shape) if w is not None else xhat
             y = y + b.reshape(layout.param_shape) if b is not None else (y.copy() if y is xhat else y)
@@ -222,6 +230,7 @@ def _need_vector(t, name:str, size, input, who, what:str):
         raise TypeError(f"{who}: the input is {input.dtype} but {name} is {t.dtype}; they must match (input "
                         f"{_describe(input)}). Convert one: model.to(mytorch.{input.dtype}) or x.to(mytorch.{t.dtype}).")
 
+@np.errstate(over='ignore', invalid='ignore')   # a group with an inf: inf - inf = nan, as in PyTorch
 def _moments(a:np.ndarray, layout:_Layout):
     "Mean and biased variance of `a` viewed as layout.view, over layout.axes (kept): two passes, accumulated in float64."
     if _channels(layout):
