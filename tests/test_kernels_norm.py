@@ -4,8 +4,9 @@
 are marked with `@compiled_kernel`: `f.reference` is the NumPy function as the chapter wrote it,
 `f.compiled` the compiled twin (None when the extension is not built). The twins add in another
 order (row by row, four partial sums, merged by Chan's formula) and compute elementwise in
-float64, so they agree with the references to rounding, not bit for bit: the tests compare with a
-tolerance relative to the size of the numbers. Tests of a compiled twin skip, with the reason,
+float64, so they agree with the references to rounding, not bit for bit: the tests compare with
+`assert_close`'s tolerance (chapter 02), from the dtype, the number of terms in each result and
+their size without cancellation (`budget` below). Tests of a compiled twin skip, with the reason,
 when it is not built; when the `CI` environment variable is set they fail instead.
 """
 import os
@@ -21,6 +22,7 @@ import mytorch
 import mytorch.kernels as K
 import mytorch.nn.normalization as norm
 from mytorch.engine import grad
+from mytorch.gradient_check import assert_close
 
 ROOT = Path(__file__).resolve().parents[1]
 DTYPES = [np.float32, np.float64]
@@ -38,12 +40,30 @@ def layouts(a):
             ("transposed", np.ascontiguousarray(a.swapaxes(0, 2)).swapaxes(0, 2))]
 
 
-def close(got, want, dtype, err_msg=""):
-    "Equal up to rounding: relative to the largest magnitude of `want` (float64: 1e-13, float32: 1e-5)."
-    tol = 1e-13 if dtype == np.float64 else 1e-5
-    scale = max(1.0, float(np.abs(want).max())) if np.size(want) else 1.0
+def close(got, want, dtype, budget, err_msg=""):
+    "Same dtype and shape, and equal up to rounding: `budget` is assert_close's (n, scale) for these numbers."
     assert got.dtype == np.dtype(dtype) and got.shape == want.shape, (got.dtype, got.shape, want.shape, err_msg)
-    np.testing.assert_allclose(got, want, rtol=0, atol=tol * scale, err_msg=err_msg)
+    n, scale = budget
+    assert_close(got, want, dtype=dtype, n=n, scale=scale, what=err_msg or "result")
+
+
+def budget(x, g=None, mean=None, inv_std=None, w=None, b=None):
+    """assert_close's (n, scale) for each output of channel_moments(x) (g None), channel_normalize(x, mean, inv_std, w,
+    b) (g None, mean given) or channel_norm_backward(g, x, mean, inv_std, w): the terms added into each number and
+    their size without cancellation, |x - mean| <= |x| + |mean| (per channel; M = A * B positions)."""
+    per = lambda v: np.asarray(v, np.float64).reshape(1, -1, 1)
+    x = x.astype(np.float64)
+    M = max(1, x.shape[0] * x.shape[2])
+    if mean is None:   # moments: var = mean(x**2) - mean**2 has terms of size x**2
+        return [(M, np.abs(x).mean((0, 2))), (M + 2, (x * x).mean((0, 2)))]
+    k = per(inv_std) * (1.0 if w is None else np.abs(per(w)))
+    xhat = (np.abs(x) + np.abs(per(mean))) * per(inv_std)
+    if g is None:      # y = (x - mean) * (inv_std * w) + b
+        return (4, (np.abs(x) + np.abs(per(mean))) * k + (0.0 if b is None else np.abs(per(b))))
+    g = np.abs(g.astype(np.float64))
+    sum_g, sum_gxhat = g.sum((0, 2)), (g * xhat).sum((0, 2))
+    dx = k * (g + per(sum_g) / M + xhat * per(sum_gxhat) / M)   # inv_std * w * (g - mean(g) - xhat * mean(g * xhat))
+    return [(M + 6, dx), (M, sum_g), (M + 3, sum_gxhat)]
 
 
 def inputs(shape, dtype, seed=0, offset=3.0):
@@ -68,7 +88,7 @@ def test_moments_match_reference(shape, dtype):
     want = norm.channel_moments.reference(x)
     for layout, view in layouts(x):
         got = compiled(view)
-        for g, w in zip(got, want): close(g, w, dtype, layout)
+        for g, w, bud in zip(got, want, budget(x)): close(g, w, dtype, bud, layout)
 
 
 def test_moments_are_stable_for_a_large_mean():
@@ -78,8 +98,9 @@ def test_moments_are_stable_for_a_large_mean():
     exact = x.var((0, 2))
     _, var = compiled(x)
     np.testing.assert_allclose(var, exact, rtol=1e-9)
-    x32 = x.astype(np.float32)                  # float32 data, accumulated in float64
-    np.testing.assert_allclose(compiled(x32)[1], x32.astype(np.float64).var((0, 2)), rtol=1e-6)
+    x32 = x.astype(np.float32)                  # float32 data, accumulated in float64, rounded once to float32:
+    var64 = x32.astype(np.float64).var((0, 2))  # the float64 sums' own error (~1e-8 of var here) is far below that rounding
+    assert_close(compiled(x32)[1], var64, dtype=np.float32, n=1, scale=var64, what="float32 variance")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -94,7 +115,7 @@ def test_normalize_matches_reference(shape, dtype, affine):
     for layout, view in layouts(x):
         got = compiled(view, mean, inv_std, w, b)
         assert got.flags.c_contiguous
-        close(got, want, dtype, layout)
+        close(got, want, dtype, budget(x, None, mean, inv_std, w, b), layout)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -107,9 +128,10 @@ def test_backward_matches_reference(shape, dtype, with_weight):
     want = norm.channel_norm_backward.reference(g, x, mean, inv_std, w)
     for (layout, xv), (_, gv) in zip(layouts(x), layouts(g)):
         got = compiled(gv, xv, mean, inv_std, w)
-        for a, b in zip(got, want): close(a, b, dtype, layout)
+        buds = budget(x, g, mean, inv_std, w)
+        for a, b, bud in zip(got, want, buds): close(a, b, dtype, bud, layout)
         got = compiled(g, xv, mean, inv_std, w)            # only one of the two non-contiguous
-        for a, b in zip(got, want): close(a, b, dtype, layout)
+        for a, b, bud in zip(got, want, buds): close(a, b, dtype, bud, layout)
 
 
 def test_backward_is_the_batch_norm_gradient():
@@ -194,10 +216,15 @@ def test_batch_norm_plain_backward_agrees_with_the_recorded_one(shape, dtype):
     f = lambda: norm.batch_norm(x, None, None, w, b, training=True)
     plain = grad(f(), (x, w, b), up)
     recorded = grad(f(), (x, w, b), up, create_graph=True)
-    tol = 1e-13 if dtype == "float64" else 1e-5
-    for p, r in zip(plain, recorded):
+    layout = (shape[0], C, int(np.prod(shape[2:])))                # (A, C, B), as the kernels see it
+    xs = x.detach().numpy().reshape(layout)
+    mean, var = xs.astype(np.float64).mean((0, 2)), xs.astype(np.float64).var((0, 2))
+    (n_dx, s_dx), (n_b, s_b), (n_w, s_w) = budget(xs, up.numpy().reshape(layout), mean, 1 / np.sqrt(var + 1e-5),
+                                                  w.detach().numpy())
+    n_stats = 2 * layout[0] * layout[2]   # both paths also compute the batch's mean and variance
+    for p, r, n, scale in zip(plain, recorded, (n_dx, n_w, n_b), (s_dx.reshape(shape), s_w, s_b)):
         assert p.dtype == r.dtype and p.shape == r.shape
-        np.testing.assert_allclose(p.numpy(), r.detach().numpy(), rtol=0, atol=tol * np.abs(r.detach().numpy()).max())
+        assert_close(p, r, dtype=np.dtype(dtype), n=n + n_stats, scale=scale)
 
 
 def test_batch_norm_output_and_gradients_do_not_depend_on_the_backend():
@@ -294,7 +321,8 @@ def test_kernel_functions_keep_the_references_names_and_docs_and_stay_private():
 def test_float16_uses_the_references():
     "The compiled twins take float32 and float64; a float16 batch norm runs the references and stays float16."
     rng = np.random.default_rng(8)
-    xd, up = rng.standard_normal((6, 3, 5)), rng.standard_normal((6, 3, 5))
+    # float16 numbers, so that float64 computes with exactly the data float16 does
+    xd, up = (rng.standard_normal((6, 3, 5)).astype(np.float16).astype(np.float64) for _ in range(2))
     grads = {}
     for dt in (mytorch.float16, mytorch.float64):
         bn = mytorch.nn.BatchNorm1d(3, dtype=dt)
@@ -303,5 +331,11 @@ def test_float16_uses_the_references():
         y.backward(mytorch.tensor(up, dtype=dt))
         assert y.dtype == x.grad.dtype == bn.weight.grad.dtype == dt
         grads[dt] = [a.numpy().astype(np.float64) for a in (y.detach(), x.grad, bn.weight.grad, bn.bias.grad)]
-    for a, b in zip(grads[mytorch.float16], grads[mytorch.float64]):
-        np.testing.assert_allclose(a, b, rtol=0, atol=2e-2 * max(1.0, np.abs(b).max()))
+    mean, var = xd.mean((0, 2)), xd.var((0, 2))
+    inv_std, ones = 1 / np.sqrt(var + 1e-5), np.ones(3)
+    (n_dx, s_dx), (n_b, s_b), (n_w, s_w) = budget(xd, up, mean, inv_std, ones)
+    budgets = [budget(xd, None, mean, inv_std, ones, np.zeros(3)), (n_dx, s_dx), (n_w, s_w), (n_b, s_b)]
+    n_stats = 2 * 6 * 5   # the batch's mean and variance
+    names = ("y", "x.grad", "weight.grad", "bias.grad")
+    for a, b, (n, scale), what in zip(grads[mytorch.float16], grads[mytorch.float64], budgets, names):
+        assert_close(a, b, dtype=np.float16, n=n + n_stats, scale=scale, what=f"float16 {what}")
