@@ -380,6 +380,7 @@ class Expand(Function):
 class SumTo(Function):
     "sum_to(x, shape): dx = expand(g, x.shape)"
     @staticmethod
+    @np.errstate(over='ignore', invalid='ignore')   # inf + -inf in the sum is nan, 1e308 + 1e308 is inf: quietly, as in PyTorch
     def forward(ctx, x, shape):
         ctx.in_shape, ctx.shape = x.shape, tuple(shape)
         axes = _sum_axes(x.shape, tuple(shape))
@@ -455,6 +456,7 @@ def _operands(a, b, verb:str):
 class Add(Function):
     "a + b: da = g, db = g"
     @staticmethod
+    @np.errstate(over='ignore', invalid='ignore')   # IEEE defines inf + -inf (nan) and overflow (inf); PyTorch does not warn
     def forward(ctx, a, b): return a._data + b._data
     @staticmethod
     def backward(ctx, g): return g, g
@@ -464,6 +466,7 @@ class Add(Function):
 class Mul(Function):
     "a * b: da = g * b, db = g * a"
     @staticmethod
+    @np.errstate(over='ignore', invalid='ignore')   # 0 * inf is nan, 1e200 * 1e200 is inf: quietly, as in PyTorch
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
         return a._data * b._data

@@ -175,7 +175,9 @@ def float_tolerance(dtype, # precision the computation ran in: 'float32', np.flo
 def _float64_array(x):
     "The numbers of a Python number, array or tensor, as a float64 NumPy array (exact for float16/32 values)."
     import numpy as np   # here, not at the top: the module imports with the standard library alone
-    if _is_tensor(x): x = x.detach().double().numpy()
+    if _is_tensor(x):   # torch's bfloat16 has no NumPy twin: widen it first; a MyTorch Tensor's numpy() is enough
+        x = x.detach()
+        x = (x.double() if hasattr(x, 'double') else x).numpy()
     return np.asarray(x, dtype=np.float64)
 
 def assert_close(actual, # the result computed in `dtype`: a number, array or tensor

@@ -14,10 +14,6 @@ records every warning:
   undefined math made here (0/0 of an empty mean, a variance with no degrees of freedom, a
   division by zero) and raises DomainError with the values, the fix and the way to PyTorch's
   behaviour.
-
-The cases marked ENGINE need the tensor engine's Add and Mul (nbs/10_tensor.ipynb) to compute
-quietly too; they are strict xfails until it does, so that the fix there turns them into errors
-that ask for the marker to go.
 """
 import math
 import warnings
@@ -139,16 +135,6 @@ CASES = {
 }
 CASES = {k: v if isinstance(v, Case) else Case(v) for k, v in CASES.items()}
 
-ENGINE = "the engine's Add and Mul (nbs/10_tensor.ipynb) warn on 0 * inf and inf + -inf"
-# (case, policy, create_graph) that still meet the engine's Mul; None matches either
-NEEDS_ENGINE = [('0 * inf', None, None),
-                ('gelu at +-inf', None, True), ('gelu tanh at +-inf', None, True)]
-
-
-def _needs_engine(name, policy, create_graph):
-    return any(n == name and p in (None, policy) and g in (None, create_graph) for n, p, g in NEEDS_ENGINE)
-
-
 def run(L, case, create_graph):
     "(output, gradients) of the case in library L, forward and backward with an upstream gradient of ones."
     out, inputs = case.build(L)
@@ -184,8 +170,7 @@ def _params():
     for name in CASES:
         for policy in ('raise', 'nan'):
             for create_graph in (False, True):
-                marks = [pytest.mark.xfail(strict=True, reason=ENGINE)] if _needs_engine(name, policy, create_graph) else []
-                yield pytest.param(name, policy, create_graph, marks=marks,
+                yield pytest.param(name, policy, create_graph,
                                    id=f"{name}-{policy}-{'create_graph' if create_graph else 'backward'}")
 
 
@@ -268,7 +253,6 @@ def test_numpy_error_state_is_left_alone():
     "The quiet computations set NumPy's error state for their own call only: nothing global changes."
     before = np.geterr()
     for name, case in CASES.items():
-        if _needs_engine(name, 'nan', False): continue
         with warnings.catch_warnings(), mt.set_math_policy('nan'):
             warnings.simplefilter('ignore', UserWarning)
             run(MT, case, False)
