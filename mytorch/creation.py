@@ -621,7 +621,7 @@ def _overwrite(self, values, op:str, value=None) -> Tensor:
     "Write `values` into every element of `self`, bump its version and record the overwrite: the body of the four ops."
     _check_overwrite(self, op)
     self._data[...] = values
-    self._version.value += 1
+    self._bump_version()
     if _grad_mode.enabled: _record_overwrite(self, value)
     if _forward_ad.level: _push_tangents(Fill, None, (self, value), (self,))   # self's old tangent, value's -> self's new one
     return self

@@ -887,7 +887,7 @@ def _write_result(self:Tensor, r:Tensor, name:str):
         raise RuntimeError(f"{name}: result type {r.dtype} can't be cast to the desired output type {self.dtype} "
                            f"(the tensor was made at {self.origin}). Use the out-of-place op, or convert first.")
     self._data[...] = r._data
-    self._version.value += 1
+    self._bump_version()
 
 def _inplace_tangent(self:Tensor, r:Tensor):
     "Forward mode, after an in-place op: self's tangent becomes the result's, in self's dtype."

@@ -132,6 +132,10 @@ class Tensor:
         self.requires_grad = bool(requires_grad)
         return self
 
+    def _bump_version(self):
+        "Mark an in-place write to this tensor's storage: saved tensors compare versions at backward time."
+        self._version.value += 1
+
     # --- what a tensor is ---
     @property
     def shape(self) -> tuple: return self._data.shape

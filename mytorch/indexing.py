@@ -24,16 +24,27 @@ def _bad_index(pos:int, k) -> IndexError:
     return IndexError(f"indices must be integers, slices (`:`), None, Ellipsis (`...`), boolean masks or integer "
                       f"tensors; position {pos} of the key is {type(k).__name__} {k!r}.{hint}")
 
+def _negative_step(pos:int, k:slice) -> ValueError:
+    "The error for a slice that steps backwards, which PyTorch refuses: what to write instead."
+    start = '' if k.start is None else k.start
+    stop = '' if k.stop is None else k.stop
+    return ValueError(f"step must be greater than zero (PyTorch's rule): position {pos} of the key is the slice "
+                      f"{start}:{stop}:{k.step}. To read backwards, flip the dimension first: x.flip(d) reverses "
+                      f"dimension d, so x[:, ::-1] is x.flip(1) and x[::-2] is x.flip(0)[::2].")
+
 def _index_key(key) -> tuple:
     "(key as a tuple NumPy indexes with, its kind: _BASIC, _MASKS or _INTEGER); a clear error for an unusable index."
     if type(key) is not tuple: key = (key,)
     out, kind = [], _BASIC
     for pos, k in enumerate(key):
-        if type(k) in _PLAIN: out.append(k); continue       # type(True) is bool, not int: masks go below
+        if type(k) in _PLAIN:                               # type(True) is bool, not int: masks go below
+            if type(k) is slice and k.step is not None and k.step < 0: raise _negative_step(pos, k)
+            out.append(k); continue
         if isinstance(k, np.integer): out.append(int(k)); continue
         if isinstance(k, Tensor): a = k._data
         elif isinstance(k, (list, tuple, np.ndarray, bool, np.bool_)): a = np.asarray(k)
         else: raise _bad_index(pos, k)
+        if a.ndim == 0 and a.dtype.kind in 'iu': out.append(int(a)); continue   # selects, like an int (PyTorch's rule)
         if a.dtype.kind == 'b': kind = max(kind, _MASKS)
         elif a.dtype.kind in 'iu': kind = _INTEGER
         elif a.size == 0: a, kind = a.astype(np.intp), _INTEGER   # x[[]]: an empty integer index, as in PyTorch
@@ -58,6 +69,7 @@ class _Split:
             elif type(k) is int: first.append(k)     # selected in stage one: the dimension is gone
             elif k is None: first.append(None); second.append(slice(None))
             else: first.append(k); second.append(k if k is Ellipsis else slice(None))
+        if Ellipsis not in first: first.append(Ellipsis)   # keeps a 0-d stage one an array (a view), not a NumPy scalar
         self.first, self.second, self.whole = tuple(first), tuple(second), key
 
 def _at(a:np.ndarray, key):
@@ -74,6 +86,21 @@ def _consumed(k) -> int:
     "How many dimensions of the indexed tensor index `k` uses up."
     if k is None or k is Ellipsis: return 0
     return k.ndim if isinstance(k, np.ndarray) and k.dtype.kind == 'b' else 1
+
+def _advanced_key(key:tuple, shape:tuple) -> tuple:
+    "A key with arrays, its `...` written out as the full slices it stands for; an IndexError if a mask does not fit."
+    at = [i for i, k in enumerate(key) if k is Ellipsis]
+    n = len(shape) - sum(_consumed(k) for k in key)
+    if n < 0: return key             # too many indices, which NumPy refuses and the error path explains
+    if at: key = key[:at[0]] + (slice(None),) * n + key[at[0] + 1:]
+    d = 0
+    for k in key:                    # NumPy lets a mask of the wrong shape pass on an empty tensor; PyTorch does not
+        if k is None: continue
+        if isinstance(k, np.ndarray) and k.dtype.kind == 'b':
+            if k.shape != shape[d:d + k.ndim]: raise IndexError("a boolean mask does not match the tensor's shape")
+            d += k.ndim
+        else: d += 1
+    return key
 
 def _index_error(t:Tensor, key:tuple, numpy_msg:str) -> IndexError:
     "An IndexError naming the dimension, its size and the bad index of `key` on `t` (walked only after a failure)."
@@ -215,7 +242,9 @@ def _stale_view_error(ctx) -> RuntimeError:
 def _getitem(self, key):
     "x[key] with PyTorch's rules (NumPy's, except that integers apply before arrays); a view for a basic key."
     k, kind = _index_key(key)
-    try: return Index.apply(self, _torch_order(k, kind), kind)
+    try:
+        nk = k if kind == _BASIC else _advanced_key(k, self._data.shape)   # PyTorch's placement of arrays around `...`
+        return Index.apply(self, _torch_order(nk, kind), kind)
     except IndexError as e: raise _index_error(self, k, str(e)) from None
 
 Tensor.__getitem__ = _getitem
@@ -293,7 +322,8 @@ def _write_tangent(self:Tensor, key, value):
 def _setitem(self, key, value):
     "x[key] = value, in place; differentiable with respect to x and value while recording."
     k, kind = _index_key(key)
-    k = _torch_order(k, kind)
+    try: k = _torch_order(k if kind == _BASIC else _advanced_key(k, self._data.shape), kind)
+    except IndexError as e: raise _index_error(self, k, str(e)) from None
     is_tensor = isinstance(value, Tensor)
     if not is_tensor and not isinstance(value, (int, float, bool, np.number)): value = np.asarray(value)
     try:

@@ -184,7 +184,7 @@ class UninitializedParameter(Parameter):
     def materialize(self, shape:tuple, dtype=None):
         "Give the parameter `shape` (uninitialised values) and turn it, in place, into an ordinary Parameter."
         self._data = np.empty(shape, dtype=self._data.dtype if dtype is None else _dtype(dtype, 'materialize'))
-        self._version.value += 1
+        self._bump_version()
         self.__class__ = Parameter
 
     @property

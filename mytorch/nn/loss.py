@@ -347,7 +347,7 @@ def _denominator(reduction:str, total, op:str):
             raise DomainError(f"{op}: reduction='mean' divides by the total weight of the targets, which is 0 here (an "
                               "empty batch, every target equal to ignore_index, or only classes of weight 0), so the "
                               "mean is 0/0.\n  Fix: skip such a batch, or use reduction='sum'.\n  Or accept nan as "
-                              "PyTorch does (with a zero gradient): mytorch.set_math_policy('nan').")
+                              "PyTorch does: mytorch.set_math_policy('nan').")
         return math.nan
     return float(total)
 
@@ -376,29 +376,38 @@ def _target_weights(T:np.ndarray, valid, w, dtype):
     return safe, wy, wy.sum()
 
 def _reduced_tangent(t:Tensor, denom) -> Tensor:
-    "A per-sample tangent reduced as the loss was: itself for 'none', else its sum / denom (0 for a 0/0 mean)."
-    if denom is None: return t
-    return t.sum() / denom if denom == denom else t.sum() * 0.0
+    "A per-sample tangent reduced as the loss was: itself for 'none', else its sum / denom (nan for a 0/0 mean)."
+    return t if denom is None else t.sum() / denom
 
-def _upstream(g:Tensor, denom, axis:int) -> Tensor:
-    "The gradient reaching each sample: g / denom for a reduced loss (0 for a 0/0 mean), g with the class dim back for 'none'."
+def _nan_where(counted, shape:tuple) -> np.ndarray:
+    "nan for each counted sample (all of them when `counted` is None), 0 for the ignored ones."
+    return np.full(shape, np.nan) if counted is None else np.where(counted, np.nan, 0.0)
+
+def _upstream(g:Tensor, denom, axis:int, counted=None, shape:tuple=()) -> Tensor:
+    "The gradient reaching each sample: g / denom for a reduced loss, g with the class dim back for 'none'."
     if denom is None: return g.unsqueeze(axis)
-    return g / denom if denom == denom else g * 0.0   # PyTorch's gradient of a nan (0/0) mean is 0
+    if denom == denom: return g / denom
+    # a 0/0 mean: PyTorch's w[t] / 0 = nan for every counted sample, 0 for the ignored ones
+    return g * Tensor(np.expand_dims(_nan_where(counted, shape).astype(g.dtype), axis), _origin=g._origin)
 
 class NLL(Function):
     "nll(z, t) = -w[t] z[t] along the class dim: dz = -g w[t] at t, 0 elsewhere"
     @staticmethod
-    def forward(ctx, z, idx, wy, axis, denom):
-        # idx: the class of each sample; wy: its weight (0 where ignored), or None for all 1
+    def forward(ctx, z, idx, wy, axis, denom, counted):
+        # idx: the class of each sample; wy: its weight (0 where ignored), or None for all 1; counted: not ignored
         picked = _pick(z._data, idx, axis)
         loss = -picked if wy is None else np.where(wy != 0, -wy * picked, 0.0).astype(z.dtype, copy=False)
         ctx.idx, ctx.wy, ctx.axis, ctx.denom, ctx.meta = idx, wy, axis, denom, (z.shape, z.dtype)
+        ctx.counted = counted
         return loss if denom is None else np.asarray(loss.sum() / denom, dtype=z.dtype)
 
     @staticmethod
     def backward(ctx, g):
+        if ctx.denom != ctx.denom:   # a 0/0 mean: -w[t] / 0 = nan at each counted sample's target, as in PyTorch
+            nan = _scatter(*ctx.meta, ctx.idx, _nan_where(ctx.counted, ctx.idx.shape), ctx.axis)
+            return g * Tensor(nan, _origin=g._origin), None, None, None, None, None
         scatter = _scatter(*ctx.meta, ctx.idx, -1.0 if ctx.wy is None else -ctx.wy, ctx.axis)
-        return _upstream(g, ctx.denom, ctx.axis) * Tensor(scatter, _origin=g._origin), None, None, None, None
+        return _upstream(g, ctx.denom, ctx.axis) * Tensor(scatter, _origin=g._origin), None, None, None, None, None
 
     @staticmethod
     def jvp(ctx, tz, *_):   # linear in z: the loss of the tangent
@@ -418,18 +427,18 @@ def nll_loss(input:Tensor, # log-probabilities, (C,), (N, C) or (N, C, d1, ...)
     w = _class_weight(weight, input.shape[axis], op)
     T, valid = _class_indices(input, target, axis, ignore_index, op)
     safe, wy, total = _target_weights(T, valid, w, input.dtype)
-    return NLL.apply(input, safe, wy, axis, _denominator(reduction, total, op))
+    return NLL.apply(input, safe, wy, axis, _denominator(reduction, total, op), valid)
 
 # %% ../../nbs/24_losses.ipynb #020f0fa2
 class CrossEntropy(Function):
     "cross_entropy(x, q) = -sum(q * log_softmax(x), class dim): dx = g * (softmax(x) * sum(q) - q), dq = -g * log_softmax(x)"
     @staticmethod
-    def forward(ctx, x, q, axis, denom):
+    def forward(ctx, x, q, axis, denom, counted):
         X = x._data
         logp = X - X.max(axis=axis, keepdims=True, initial=-np.inf)
         logp -= np.log(np.exp(logp).sum(axis=axis, keepdims=True))
         loss = -(q._data * logp).sum(axis=axis).astype(X.dtype, copy=False)
-        ctx.axis, ctx.denom, ctx.logp = axis, denom, logp
+        ctx.axis, ctx.denom, ctx.logp, ctx.counted = axis, denom, logp, counted
         ctx.save_for_backward(x, q)
         return loss if denom is None else np.asarray(loss.sum() / denom, dtype=X.dtype)
 
@@ -439,14 +448,17 @@ class CrossEntropy(Function):
         axis, need = ctx.axis, ctx.needs_input_grad
         if not is_grad_enabled():   # the usual backward: NumPy on the saved log-probabilities
             d, Q, logp = ctx.denom, q._data, ctx.logp
-            G = np.expand_dims(g._data, axis) if d is None else g._data / d if d == d else g._data * 0.0
+            if d is None: G = np.expand_dims(g._data, axis)
+            elif d == d: G = g._data / d
+            else: G = g._data * np.expand_dims(_nan_where(ctx.counted, logp.sum(axis).shape), axis)   # 0/0: see _upstream
             dx = Tensor(G * (np.exp(logp) * Q.sum(axis=axis, keepdims=True) - Q), _origin=x._origin) if need[0] else None
             dq = Tensor(G * -logp, _origin=q._origin) if need[1] else None
-            return dx, dq, None, None
-        G = _upstream(g, ctx.denom, axis)   # recorded, for second derivatives: the same formulas in Tensor ops
+            return dx, dq, None, None, None
+        # recorded, for second derivatives: the same formulas in Tensor ops
+        G = _upstream(g, ctx.denom, axis, ctx.counted, x.shape[:axis] + x.shape[axis + 1:])
         dx = G * (Softmax.apply(x, axis) * q.sum(axis, keepdim=True) - q) if need[0] else None
         dq = G * -LogSoftmax.apply(x, axis) if need[1] else None
-        return dx, dq, None, None
+        return dx, dq, None, None, None
 
     @staticmethod
     def jvp(ctx, tx, tq, *_):   # the partial derivatives of the backward, contracted with the tangents
@@ -498,7 +510,8 @@ def cross_entropy(input:Tensor, # scores (logits): (C,), (N, C) or (N, C, d1, ..
         T, valid = _class_indices(input, target, axis, ignore_index, op)
         qa, total = _index_distribution(input, T, valid, w, axis, eps)
         q = Tensor(qa, _origin=target._origin)
-    return CrossEntropy.apply(input, q, axis, _denominator(reduction, total, op))
+        return CrossEntropy.apply(input, q, axis, _denominator(reduction, total, op), valid)
+    return CrossEntropy.apply(input, q, axis, _denominator(reduction, total, op), None)
 
 # %% ../../nbs/24_losses.ipynb #d654825e
 def kl_div(input:Tensor, # log-probabilities of the model

@@ -377,7 +377,7 @@ def _load_state_dict(self, state_dict:Mapping,
         if key in state_dict:
             if hasattr(t, 'materialize'): t.materialize(state_dict[key].shape)
             t._data[...] = state_dict[key]._data   # casts to t's dtype, like PyTorch's copy_
-            t._version.value += 1
+            t._bump_version()
     return _IncompatibleKeys(missing, unexpected)
 
 # %% ../../nbs/20_module.ipynb #859cef8c
@@ -450,7 +450,7 @@ def _cast(module, dt:np.dtype):
     for t in itertools.chain(module.parameters(), module.buffers()):
         if t._data.dtype.kind != 'f' or t._data.dtype == dt: continue
         t._data = t._data.astype(dt)
-        t._version.value += 1
+        t._bump_version()
         if t.grad is not None: t.grad._data = t.grad._data.astype(dt)
     return module
 

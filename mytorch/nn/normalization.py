@@ -263,11 +263,11 @@ def _batch_norm(input, running_mean, running_var, weight, bias, training, moment
         if M > 0 and running_mean is not None:
             running_mean._data *= 1 - momentum
             running_mean._data += momentum * mean.reshape(C)
-            running_mean._version.value += 1
+            running_mean._bump_version()
         if M > 0 and running_var is not None:
             running_var._data *= 1 - momentum
             running_var._data += momentum * M / (M - 1) * var.reshape(C)
-            running_var._version.value += 1
+            running_var._bump_version()
     else:
         if running_mean is None or running_var is None:
             raise RuntimeError(f"{who}: running_mean must be defined in evaluation mode (training=False normalizes with "
@@ -371,7 +371,7 @@ class _BatchNorm(Module):
         if self.track_running_stats:
             for t, v in ((self.running_mean, 0), (self.running_var, 1), (self.num_batches_tracked, 0)):
                 t._data[...] = v
-                t._version.value += 1
+                t._bump_version()
 
     def reset_parameters(self):
         "The running statistics reset, weight ones and bias zeros."
@@ -395,7 +395,7 @@ class _BatchNorm(Module):
         if self.training: _one_value_each(input, input.shape[0] * math.prod(input.shape[2:]))   # before counting the batch
         if self.training and self.track_running_stats:
             self.num_batches_tracked._data += 1
-            self.num_batches_tracked._version.value += 1
+            self.num_batches_tracked._bump_version()
             if self.momentum is None: factor = 1.0 / int(self.num_batches_tracked._data)
         use_batch = self.training or self.running_mean is None
         track = not self.training or self.track_running_stats

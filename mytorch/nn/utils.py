@@ -71,7 +71,7 @@ def clip_grads_with_norm_(parameters, # a tensor or an iterable of tensors whose
     with np.errstate(invalid='ignore'):                      # inf * 0 is nan here, silently, as in PyTorch
         for g in grads:
             g._data *= coef
-            g._version.value += 1
+            g._bump_version()
 
 def clip_grad_norm_(parameters, # a tensor or an iterable of tensors whose .grad to clip
                     max_norm:float, # the largest total norm allowed
@@ -98,4 +98,4 @@ def clip_grad_value_(parameters, # a tensor or an iterable of tensors whose .gra
         g = p.grad
         if g is None: continue
         np.clip(g._data, -c, c, out=g._data)
-        g._version.value += 1
+        g._bump_version()

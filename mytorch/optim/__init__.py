@@ -29,6 +29,8 @@ def _where(group_index) -> str:
 
 class Optimizer:
     "Base class of the optimizers: parameter groups with their hyperparameters, per-parameter state, and checkpoints."
+    _checks:tuple = ()  # the hyperparameters each group must pass, in the order they are checked (rules in `_RULES`)
+
     def __init__(self, params, # an iterable of tensors, or of dicts each holding 'params' and the group's hyperparameters
                  defaults:dict): # the hyperparameters a group gets when it does not set them
         if isinstance(params, Tensor):
@@ -46,9 +48,6 @@ class Optimizer:
                              "parameters exist, then build the optimizer.")
         if not isinstance(groups[0], dict): groups = [{'params': groups}]
         for group in groups: self.add_param_group(group)
-
-    def _check_hyperparameters(self, group:dict, group_index):
-        "Raise ValueError for a hyperparameter out of range; each optimizer checks its own."
 
     def __repr__(self):
         lines = [f"{type(self).__name__} ("]
@@ -114,7 +113,7 @@ def _zero_grad(self:Optimizer, set_to_none:bool=True): # write None (the default
             else:
                 g.grad_fn, g.requires_grad = None, False  # detach in place, as PyTorch's detach_()
                 g._data.fill(0)
-                g._version.value += 1
+                g._bump_version()
 
 Optimizer.zero_grad = _zero_grad
 
@@ -213,6 +212,50 @@ def _advance(step:Tensor) -> float:
     s[()] = t
     return t
 
+# %% ../../nbs/30_optim.ipynb #7d1e5a0b
+def _step(self:Optimizer, closure=None): # optional: re-evaluates the model and returns the loss
+    "Update every parameter that has a gradient, once."
+    loss = _closure_loss(closure)
+    with no_grad():
+        for group in self.param_groups:
+            params, grads, states = self._init_group(group)
+            if params: self._update_group(group, params, grads, states)
+    return loss
+
+def _init_group(self:Optimizer, group:dict) -> tuple:
+    "The group's parameters that have a gradient, their gradients' arrays and their states (made on first use)."
+    params, grads, states = [], [], []
+    state, name = self.state, type(self).__name__
+    for p in group['params']:
+        g = p.grad
+        if g is None: continue
+        g = _grad_data(g, name)
+        st = state.get(p)
+        if not st:
+            st = self._init_state(p, group)
+            if st: state[p] = st   # a rule with nothing to remember (plain SGD) stores nothing, as in PyTorch
+        params.append(p); grads.append(g); states.append(st)
+        p._bump_version()          # before the write, so that an update failing halfway leaves no stale graph usable
+    return params, grads, states
+
+def _update_group(self:Optimizer, group:dict, params:list, grads:list, states:list):
+    "Update one group's parameters one at a time with `_update`; override it to take the whole group at once."
+    update = self._update
+    for p, g, st in zip(params, grads, states): update(p, g, st, group)
+
+def _init_state(self:Optimizer, p:Tensor, group:dict) -> dict:
+    "The state of parameter `p` before its first update: `{}` unless the rule remembers something."
+    return {}
+
+def _update(self:Optimizer, p:Tensor, grad:np.ndarray, state:dict, group:dict):
+    "Update `p._data` in place from its gradient's array, its state and its group's hyperparameters."
+    raise NotImplementedError(f"{type(self).__name__} must define _update(p, grad, state, group), the update of one "
+                              "parameter, or _update_group(group, params, grads, states) for a whole group.")
+
+Optimizer.step, Optimizer._init_group, Optimizer._update_group = _step, _init_group, _update_group
+Optimizer._init_state, Optimizer._update = _init_state, _update
+
+
 # %% ../../nbs/30_optim.ipynb #b1c077a3
 _RULES = {
     'lr': ('learning rate', lambda v: v >= 0, "the learning rate is a step size and must be >= 0; to climb the "
@@ -229,15 +272,14 @@ _RULES = {
             "[0, 1] (0.9 is usual)"),
 }
 
-def _check_numbers(group:dict, keys, group_index):
-    "Check that each hyperparameter in `keys` is a real number within its rule."
-    for k in keys:
-        v = group[k]
-        label, ok, rule = _RULES[k]
-        if isinstance(v, bool) or not isinstance(v, numbers.Real):
-            raise TypeError(f"{k} must be a real number, got {type(v).__name__} {v!r}{_where(group_index)}. "
-                            "MyTorch's optimizers take hyperparameters as Python numbers (use .item() on a tensor).")
-        if not ok(v): raise ValueError(f"Invalid {label}: {v}{_where(group_index)}: {rule}.")
+def _check_number(group:dict, k:str, group_index):
+    "Check that hyperparameter `k` is a real number within its rule in `_RULES`."
+    v = group[k]
+    label, ok, rule = _RULES[k]
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        raise TypeError(f"{k} must be a real number, got {type(v).__name__} {v!r}{_where(group_index)}. "
+                        "MyTorch's optimizers take hyperparameters as Python numbers (use .item() on a tensor).")
+    if not ok(v): raise ValueError(f"Invalid {label}: {v}{_where(group_index)}: {rule}.")
 
 def _check_betas(group:dict, group_index):
     "Check that betas is a pair of numbers in [0, 1)."
@@ -250,9 +292,28 @@ def _check_betas(group:dict, group_index):
                              "rate of a running average and must lie in [0, 1); 1 would never forget the first "
                              "gradient, and 0 keeps no average at all.")
 
+def _check_nesterov(group:dict, group_index):
+    "Check that Nesterov momentum, if asked for, has a momentum and no dampening."
+    if group['nesterov'] and (group['momentum'] <= 0 or group['dampening'] != 0):
+        raise ValueError(f"Nesterov momentum requires a momentum and zero dampening; got momentum="
+                         f"{group['momentum']}, dampening={group['dampening']}{_where(group_index)}.")
+
+_RULES.update(betas=_check_betas, nesterov=_check_nesterov)
+
+def _check_hyperparameters(self:Optimizer, group:dict, group_index): # group_index: None for the constructor's defaults
+    "Check the hyperparameters the optimizer names in `_checks`, in order, each by its rule in `_RULES`."
+    for k in self._checks:
+        rule = _RULES[k]
+        if callable(rule): rule(group, group_index)
+        else: _check_number(group, k, group_index)
+
+Optimizer._check_hyperparameters = _check_hyperparameters
+
+
 # %% ../../nbs/30_optim.ipynb #8ddd7a7a
 class SGD(Optimizer):
     "Stochastic gradient descent, with momentum (heavy-ball or Nesterov), dampening and L2 weight decay."
+    _checks = ('lr', 'momentum', 'weight_decay', 'nesterov')
     def __init__(self, params, # tensors to train, or dicts of them with per-group hyperparameters
                  lr:float=1e-3, # learning rate
                  momentum:float=0, # momentum factor (0: plain SGD)
@@ -263,41 +324,27 @@ class SGD(Optimizer):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                                       nesterov=nesterov, maximize=maximize))
 
-    def _check_hyperparameters(self, group, group_index):
-        _check_numbers(group, ('lr', 'momentum', 'weight_decay'), group_index)
-        if group['nesterov'] and (group['momentum'] <= 0 or group['dampening'] != 0):
-            raise ValueError(f"Nesterov momentum requires a momentum and zero dampening; got momentum="
-                             f"{group['momentum']}, dampening={group['dampening']}{_where(group_index)}.")
-
-    def step(self, closure=None): # optional: re-evaluates the model and returns the loss
-        "Update every parameter that has a gradient, once."
-        loss, state = _closure_loss(closure), self.state
-        with no_grad():
-            for group in self.param_groups:
-                lr, mu, damp, wd = group['lr'], group['momentum'], group['dampening'], group['weight_decay']
-                nesterov, maximize = group['nesterov'], group['maximize']
-                for p in group['params']:
-                    g = p.grad
-                    if g is None: continue
-                    g, x = _grad_data(g, 'SGD'), p._data
-                    if not x.ndim: x, g = _1d(x, g)
-                    if maximize: g = -g
-                    if wd != 0: g = g + wd * x
-                    if mu != 0:
-                        st = state[p]
-                        buf = st.get('momentum_buffer')
-                        if buf is None:
-                            b = g.copy()
-                            st['momentum_buffer'] = Tensor(b.reshape(p._data.shape), _origin=p._origin)
-                        else:
-                            b = buf._data if buf._data.ndim else buf._data.reshape(1)
-                            b *= mu
-                            if damp == 0: b += g
-                            else: b += (1 - damp) * g
-                        g = g + mu * b if nesterov else b
-                    x -= lr * g
-                    p._version.value += 1
-        return loss
+    def _update(self, p, grad, state, group):
+        "theta -= lr * g, after weight decay and through the momentum buffer."
+        lr, mu, wd = group['lr'], group['momentum'], group['weight_decay']
+        g, x = grad, p._data
+        if not x.ndim: x, g = _1d(x, g)
+        if group['maximize']: g = -g
+        if wd != 0: g = g + wd * x
+        if mu != 0:
+            st = self.state[p]   # the buffer is made here, from the first gradient; without momentum SGD keeps no state
+            buf = st.get('momentum_buffer')
+            if buf is None:
+                b = g.copy()
+                st['momentum_buffer'] = Tensor(b.reshape(p._data.shape), _origin=p._origin)
+            else:
+                b = buf._data if buf._data.ndim else buf._data.reshape(1)
+                b *= mu
+                damp = group['dampening']
+                if damp == 0: b += g
+                else: b += (1 - damp) * g
+            g = g + mu * b if group['nesterov'] else b
+        x -= lr * g
 
 # %% ../../nbs/30_optim.ipynb #262ae584
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -376,6 +423,7 @@ def adam_update(param:np.ndarray, # the parameter's numbers, updated in place
 # %% ../../nbs/30_optim.ipynb #e294e0ed
 class Adam(Optimizer):
     "Adam: steps scaled by running averages of the gradient and of its square (AMSGrad and decoupled decay optional)."
+    _checks = ('lr', 'eps', 'betas', 'weight_decay')
     def __init__(self, params, # tensors to train, or dicts of them with per-group hyperparameters
                  lr:float=1e-3, # learning rate
                  betas:tuple=(0.9, 0.999), # decay rates of the two running averages
@@ -388,31 +436,18 @@ class Adam(Optimizer):
                                       weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize,
                                       decoupled_weight_decay=decoupled_weight_decay))
 
-    def _check_hyperparameters(self, group, group_index):
-        _check_numbers(group, ('lr', 'eps'), group_index)
-        _check_betas(group, group_index)
-        _check_numbers(group, ('weight_decay',), group_index)
+    def _init_state(self, p, group):
+        return {'step': _new_step(p), 'exp_avg': _new_state(p), 'exp_avg_sq': _new_state(p)}
 
-    def step(self, closure=None): # optional: re-evaluates the model and returns the loss
-        "Update every parameter that has a gradient, once."
-        loss, state = _closure_loss(closure), self.state
-        with no_grad():
-            for group in self.param_groups:
-                lr, (b1, b2), eps, wd = group['lr'], group['betas'], group['eps'], group['weight_decay']
-                amsgrad, maximize, decoupled = group['amsgrad'], group['maximize'], group['decoupled_weight_decay']
-                for p in group['params']:
-                    g = p.grad
-                    if g is None: continue
-                    g, x = _grad_data(g, type(self).__name__), p._data
-                    st = state[p]
-                    if not st:
-                        st['step'], st['exp_avg'], st['exp_avg_sq'] = _new_step(p), _new_state(p), _new_state(p)
-                    if amsgrad and 'max_exp_avg_sq' not in st: st['max_exp_avg_sq'] = _new_state(p)
-                    t = _advance(st['step'])
-                    adam_update(x, g, st['exp_avg']._data, st['exp_avg_sq']._data,
-                                st['max_exp_avg_sq']._data if amsgrad else None, t, lr, b1, b2, eps, wd, maximize, decoupled)
-                    p._version.value += 1
-        return loss
+    def _update_group(self, group, params, grads, states):
+        "The fused `adam_update` on each parameter, with the group's hyperparameters read once."
+        lr, (b1, b2), eps, wd = group['lr'], group['betas'], group['eps'], group['weight_decay']
+        amsgrad, maximize, decoupled = group['amsgrad'], group['maximize'], group['decoupled_weight_decay']
+        for p, g, st in zip(params, grads, states):
+            if amsgrad and 'max_exp_avg_sq' not in st: st['max_exp_avg_sq'] = _new_state(p)
+            t = _advance(st['step'])
+            adam_update(p._data, g, st['exp_avg']._data, st['exp_avg_sq']._data,
+                        st['max_exp_avg_sq']._data if amsgrad else None, t, lr, b1, b2, eps, wd, maximize, decoupled)
 
 class AdamW(Adam):
     "Adam with decoupled weight decay: the parameters shrink by lr * weight_decay before each Adam step."
@@ -433,6 +468,7 @@ class AdamW(Adam):
 # %% ../../nbs/30_optim.ipynb #5616811f
 class Adagrad(Optimizer):
     "Adagrad: steps divided by the root of each coordinate's accumulated squared gradients."
+    _checks = ('lr', 'lr_decay', 'weight_decay', 'initial_accumulator_value', 'eps')
     def __init__(self, params, # tensors to train, or dicts of them with per-group hyperparameters
                  lr:float=1e-2, # learning rate
                  lr_decay:float=0, # the step size is lr / (1 + (t-1) * lr_decay)
@@ -443,45 +479,31 @@ class Adagrad(Optimizer):
         super().__init__(params, dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
                                       initial_accumulator_value=initial_accumulator_value, maximize=maximize))
         for group in self.param_groups:
-            for p in group['params']: self._init_state(p, group)
+            for p in group['params']: self.state[p] = self._init_state(p, group)
 
     def _init_state(self, p, group):
-        self.state[p].update(step=_new_step(p), sum=_new_state(p, group['initial_accumulator_value']))
+        return {'step': _new_step(p), 'sum': _new_state(p, group['initial_accumulator_value'])}
 
-    def _check_hyperparameters(self, group, group_index):
-        _check_numbers(group, ('lr', 'lr_decay', 'weight_decay', 'initial_accumulator_value', 'eps'), group_index)
-
-    def step(self, closure=None): # optional: re-evaluates the model and returns the loss
-        "Update every parameter that has a gradient, once."
-        loss, state = _closure_loss(closure), self.state
-        with no_grad():
-            for group in self.param_groups:
-                lr, lr_decay, eps, wd, maximize = (group['lr'], group['lr_decay'], group['eps'],
-                                                   group['weight_decay'], group['maximize'])
-                for p in group['params']:
-                    g = p.grad
-                    if g is None: continue
-                    g, x = _grad_data(g, 'Adagrad'), p._data
-                    st = state[p]
-                    if not st: self._init_state(p, group)
-                    t = _advance(st['step'])
-                    s = st['sum']._data
-                    if not x.ndim: x, g, s = _1d(x, g, s)
-                    if maximize: g = -g
-                    if wd != 0: g = g + wd * x
-                    tmp = g * g
-                    s += tmp
-                    np.sqrt(s, out=tmp)
-                    tmp += eps
-                    np.divide(g, tmp, out=tmp)
-                    tmp *= lr / (1 + (t - 1) * lr_decay)
-                    x -= tmp
-                    p._version.value += 1
-        return loss
+    def _update(self, p, grad, state, group):
+        "Add g^2 to the sum, then step by lr_t * g / (sqrt(sum) + eps)."
+        t = _advance(state['step'])
+        g, x, s = grad, p._data, state['sum']._data
+        if not x.ndim: x, g, s = _1d(x, g, s)
+        if group['maximize']: g = -g
+        wd = group['weight_decay']
+        if wd != 0: g = g + wd * x
+        tmp = g * g
+        s += tmp
+        np.sqrt(s, out=tmp)
+        tmp += group['eps']
+        np.divide(g, tmp, out=tmp)
+        tmp *= group['lr'] / (1 + (t - 1) * group['lr_decay'])
+        x -= tmp
 
 # %% ../../nbs/30_optim.ipynb #711dcbe6
 class RMSprop(Optimizer):
     "RMSprop: steps divided by the root of a running average of squared gradients (centered and momentum optional)."
+    _checks = ('lr', 'eps', 'momentum', 'weight_decay', 'alpha')
     def __init__(self, params, # tensors to train, or dicts of them with per-group hyperparameters
                  lr:float=1e-2, # learning rate
                  alpha:float=0.99, # smoothing constant of the running averages
@@ -493,52 +515,41 @@ class RMSprop(Optimizer):
         super().__init__(params, dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered,
                                       weight_decay=weight_decay, maximize=maximize))
 
-    def _check_hyperparameters(self, group, group_index):
-        _check_numbers(group, ('lr', 'eps', 'momentum', 'weight_decay', 'alpha'), group_index)
+    def _init_state(self, p, group): return {'step': _new_step(p), 'square_avg': _new_state(p)}
 
-    def step(self, closure=None): # optional: re-evaluates the model and returns the loss
-        "Update every parameter that has a gradient, once."
-        loss, state = _closure_loss(closure), self.state
-        with no_grad():
-            for group in self.param_groups:
-                lr, alpha, eps, wd = group['lr'], group['alpha'], group['eps'], group['weight_decay']
-                mu, centered, maximize = group['momentum'], group['centered'], group['maximize']
-                for p in group['params']:
-                    g = p.grad
-                    if g is None: continue
-                    g, x = _grad_data(g, 'RMSprop'), p._data
-                    st = state[p]
-                    if not st: st['step'], st['square_avg'] = _new_step(p), _new_state(p)
-                    if mu > 0 and 'momentum_buffer' not in st: st['momentum_buffer'] = _new_state(p)
-                    if centered and 'grad_avg' not in st: st['grad_avg'] = _new_state(p)
-                    _advance(st['step'])
-                    sq = st['square_avg']._data
-                    ga = st['grad_avg']._data if centered else sq
-                    buf = st['momentum_buffer']._data if mu > 0 else sq
-                    if not x.ndim: x, g, sq, ga, buf = _1d(x, g, sq, ga, buf)
-                    if maximize: g = -g
-                    if wd != 0: g = g + wd * x
-                    tmp = g * g
-                    tmp *= 1 - alpha; sq *= alpha; sq += tmp
-                    if centered:
-                        ga -= g; ga *= alpha; ga += g
-                        np.multiply(ga, ga, out=tmp)
-                        np.subtract(sq, tmp, out=tmp)
-                        np.sqrt(tmp, out=tmp)
-                    else: np.sqrt(sq, out=tmp)
-                    tmp += eps
-                    np.divide(g, tmp, out=tmp)
-                    if mu > 0:
-                        buf *= mu; buf += tmp
-                        np.multiply(buf, lr, out=tmp)
-                    else: tmp *= lr
-                    x -= tmp
-                    p._version.value += 1
-        return loss
+    def _update(self, p, grad, state, group):
+        "Average g^2 (and g, centered), divide g by the root, then step, through the momentum buffer if any."
+        lr, alpha, eps, wd = group['lr'], group['alpha'], group['eps'], group['weight_decay']
+        mu, centered = group['momentum'], group['centered']
+        if mu > 0 and 'momentum_buffer' not in state: state['momentum_buffer'] = _new_state(p)
+        if centered and 'grad_avg' not in state: state['grad_avg'] = _new_state(p)
+        _advance(state['step'])
+        g, x, sq = grad, p._data, state['square_avg']._data
+        ga = state['grad_avg']._data if centered else sq
+        buf = state['momentum_buffer']._data if mu > 0 else sq
+        if not x.ndim: x, g, sq, ga, buf = _1d(x, g, sq, ga, buf)
+        if group['maximize']: g = -g
+        if wd != 0: g = g + wd * x
+        tmp = g * g
+        tmp *= 1 - alpha; sq *= alpha; sq += tmp
+        if centered:
+            ga -= g; ga *= alpha; ga += g
+            np.multiply(ga, ga, out=tmp)
+            np.subtract(sq, tmp, out=tmp)
+            np.sqrt(tmp, out=tmp)
+        else: np.sqrt(sq, out=tmp)
+        tmp += eps
+        np.divide(g, tmp, out=tmp)
+        if mu > 0:
+            buf *= mu; buf += tmp
+            np.multiply(buf, lr, out=tmp)
+        else: tmp *= lr
+        x -= tmp
 
 # %% ../../nbs/30_optim.ipynb #81f16e70
 class Adadelta(Optimizer):
     "Adadelta: steps in the units of the parameters, from running averages of squared gradients and squared updates."
+    _checks = ('lr', 'rho', 'eps', 'weight_decay')
     def __init__(self, params, # tensors to train, or dicts of them with per-group hyperparameters
                  lr:float=1.0, # multiplies the update
                  rho:float=0.9, # smoothing constant of the running averages
@@ -547,41 +558,31 @@ class Adadelta(Optimizer):
                  *, maximize:bool=False): # climb the objective instead
         super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize))
 
-    def _check_hyperparameters(self, group, group_index):
-        _check_numbers(group, ('lr', 'rho', 'eps', 'weight_decay'), group_index)
+    def _init_state(self, p, group):
+        return {'step': _new_step(p), 'square_avg': _new_state(p), 'acc_delta': _new_state(p)}
 
-    def step(self, closure=None): # optional: re-evaluates the model and returns the loss
-        "Update every parameter that has a gradient, once."
-        loss, state = _closure_loss(closure), self.state
-        with no_grad():
-            for group in self.param_groups:
-                lr, rho, eps, wd, maximize = group['lr'], group['rho'], group['eps'], group['weight_decay'], group['maximize']
-                for p in group['params']:
-                    g = p.grad
-                    if g is None: continue
-                    g, x = _grad_data(g, 'Adadelta'), p._data
-                    st = state[p]
-                    if not st: st['step'], st['square_avg'], st['acc_delta'] = _new_step(p), _new_state(p), _new_state(p)
-                    _advance(st['step'])
-                    v, u = st['square_avg']._data, st['acc_delta']._data
-                    if not x.ndim: x, g, v, u = _1d(x, g, v, u)
-                    if maximize: g = -g
-                    if wd != 0: g = g + wd * x
-                    tmp = g * g
-                    tmp *= 1 - rho; v *= rho; v += tmp
-                    np.add(v, eps, out=tmp); np.sqrt(tmp, out=tmp)          # std
-                    delta = u + eps; np.sqrt(delta, out=delta)
-                    delta /= tmp; delta *= g
-                    np.multiply(delta, delta, out=tmp)
-                    tmp *= 1 - rho; u *= rho; u += tmp
-                    delta *= lr
-                    x -= delta
-                    p._version.value += 1
-        return loss
+    def _update(self, p, grad, state, group):
+        "Average g^2, scale g by sqrt(u + eps) / sqrt(v + eps), average the squared update, then step."
+        lr, rho, eps, wd = group['lr'], group['rho'], group['eps'], group['weight_decay']
+        _advance(state['step'])
+        g, x, v, u = grad, p._data, state['square_avg']._data, state['acc_delta']._data
+        if not x.ndim: x, g, v, u = _1d(x, g, v, u)
+        if group['maximize']: g = -g
+        if wd != 0: g = g + wd * x
+        tmp = g * g
+        tmp *= 1 - rho; v *= rho; v += tmp
+        np.add(v, eps, out=tmp); np.sqrt(tmp, out=tmp)          # std
+        delta = u + eps; np.sqrt(delta, out=delta)
+        delta /= tmp; delta *= g
+        np.multiply(delta, delta, out=tmp)
+        tmp *= 1 - rho; u *= rho; u += tmp
+        delta *= lr
+        x -= delta
 
 # %% ../../nbs/30_optim.ipynb #d2d7d1b6
 class Adamax(Optimizer):
     "Adamax: Adam with the second moment replaced by a decaying maximum of |gradient|."
+    _checks = ('lr', 'eps', 'betas', 'weight_decay')
     def __init__(self, params, # tensors to train, or dicts of them with per-group hyperparameters
                  lr:float=2e-3, # learning rate
                  betas:tuple=(0.9, 0.999), # decay rates of the average and of the maximum
@@ -591,42 +592,29 @@ class Adamax(Optimizer):
         super().__init__(params, dict(lr=lr, betas=tuple(betas) if isinstance(betas, list) else betas, eps=eps,
                                       weight_decay=weight_decay, maximize=maximize))
 
-    def _check_hyperparameters(self, group, group_index):
-        _check_numbers(group, ('lr', 'eps'), group_index)
-        _check_betas(group, group_index)
-        _check_numbers(group, ('weight_decay',), group_index)
+    def _init_state(self, p, group):
+        return {'step': _new_step(p), 'exp_avg': _new_state(p), 'exp_inf': _new_state(p)}
 
-    def step(self, closure=None): # optional: re-evaluates the model and returns the loss
-        "Update every parameter that has a gradient, once."
-        loss, state = _closure_loss(closure), self.state
-        with no_grad():
-            for group in self.param_groups:
-                lr, (b1, b2), eps, wd, maximize = (group['lr'], group['betas'], group['eps'], group['weight_decay'],
-                                                   group['maximize'])
-                for p in group['params']:
-                    g = p.grad
-                    if g is None: continue
-                    g, x = _grad_data(g, 'Adamax'), p._data
-                    st = state[p]
-                    if not st: st['step'], st['exp_avg'], st['exp_inf'] = _new_step(p), _new_state(p), _new_state(p)
-                    t = _advance(st['step'])
-                    m, u = st['exp_avg']._data, st['exp_inf']._data
-                    if not x.ndim: x, g, m, u = _1d(x, g, m, u)
-                    if maximize: g = -g
-                    if wd != 0: g = g + wd * x
-                    m -= g; m *= b1; m += g
-                    tmp = np.abs(g)
-                    tmp += eps; u *= b2
-                    np.maximum(u, tmp, out=u)
-                    np.divide(m, u, out=tmp)
-                    tmp *= lr / (1 - b1 ** t)
-                    x -= tmp
-                    p._version.value += 1
-        return loss
+    def _update(self, p, grad, state, group):
+        "Average g, decay the maximum of |g| + eps, then step by the bias-corrected ratio."
+        lr, (b1, b2), eps, wd = group['lr'], group['betas'], group['eps'], group['weight_decay']
+        t = _advance(state['step'])
+        g, x, m, u = grad, p._data, state['exp_avg']._data, state['exp_inf']._data
+        if not x.ndim: x, g, m, u = _1d(x, g, m, u)
+        if group['maximize']: g = -g
+        if wd != 0: g = g + wd * x
+        m -= g; m *= b1; m += g
+        tmp = np.abs(g)
+        tmp += eps; u *= b2
+        np.maximum(u, tmp, out=u)
+        np.divide(m, u, out=tmp)
+        tmp *= lr / (1 - b1 ** t)
+        x -= tmp
 
 # %% ../../nbs/30_optim.ipynb #6f5a7ade
 class Lion(Optimizer):
     "Lion (Chen et al., 2023): steps of size lr along the sign of an interpolated momentum, decoupled weight decay."
+    _checks = ('lr', 'betas', 'weight_decay')
     def __init__(self, params, # tensors to train, or dicts of them with per-group hyperparameters
                  lr:float=1e-4, # learning rate: the size of every step, per coordinate
                  betas:tuple=(0.9, 0.99), # interpolation for the step, and decay rate of the momentum
@@ -635,36 +623,22 @@ class Lion(Optimizer):
         super().__init__(params, dict(lr=lr, betas=tuple(betas) if isinstance(betas, list) else betas,
                                       weight_decay=weight_decay, maximize=maximize))
 
-    def _check_hyperparameters(self, group, group_index):
-        _check_numbers(group, ('lr',), group_index)
-        _check_betas(group, group_index)
-        _check_numbers(group, ('weight_decay',), group_index)
+    def _init_state(self, p, group): return {'exp_avg': _new_state(p)}
 
-    def step(self, closure=None): # optional: re-evaluates the model and returns the loss
-        "Update every parameter that has a gradient, once."
-        loss, state = _closure_loss(closure), self.state
-        with no_grad():
-            for group in self.param_groups:
-                lr, (b1, b2), wd, maximize = group['lr'], group['betas'], group['weight_decay'], group['maximize']
-                for p in group['params']:
-                    g = p.grad
-                    if g is None: continue
-                    g, x = _grad_data(g, 'Lion'), p._data
-                    st = state[p]
-                    if not st: st['exp_avg'] = _new_state(p)
-                    m = st['exp_avg']._data
-                    if not x.ndim: x, g, m = _1d(x, g, m)
-                    if maximize: g = -g
-                    if wd != 0: x *= 1 - lr * wd
-                    c, tmp = m * b1, g * (1 - b1)
-                    c += tmp
-                    np.sign(c, out=c)
-                    c *= lr
-                    x -= c
-                    np.multiply(g, 1 - b2, out=tmp)
-                    m *= b2; m += tmp
-                    p._version.value += 1
-        return loss
+    def _update(self, p, grad, state, group):
+        "Decay theta, step by lr along sign(b1 m + (1 - b1) g), then average g into m at rate b2."
+        lr, (b1, b2), wd = group['lr'], group['betas'], group['weight_decay']
+        g, x, m = grad, p._data, state['exp_avg']._data
+        if not x.ndim: x, g, m = _1d(x, g, m)
+        if group['maximize']: g = -g
+        if wd != 0: x *= 1 - lr * wd
+        c, tmp = m * b1, g * (1 - b1)
+        c += tmp
+        np.sign(c, out=c)
+        c *= lr
+        x -= c
+        np.multiply(g, 1 - b2, out=tmp)
+        m *= b2; m += tmp
 
 # %% ../../nbs/30_optim.ipynb #1a603583
 def __getattr__(name):
