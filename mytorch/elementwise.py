@@ -16,9 +16,9 @@ __all__ = ['clip', 'get_math_policy', 'set_math_policy', 'Neg', 'Sub', 'Div', 'a
 import builtins
 import numpy as np
 from .engine import *
-from .engine import _operands, _binary, _broadcast_check, _grad_mode, _default, _format_origin
+from .engine import _operands, _broadcast_check, _grad_mode, _default, _format_origin
 from .engine import _forward_ad, _register_dual
-from .scalar import DomainError
+from .scalar import DomainError, patch
 
 # %% ../nbs/12_elementwise.ipynb #c40341b4
 class _MathPolicy:
@@ -104,7 +104,7 @@ def _is_number(v) -> bool:
     return isinstance(v, (int, float, np.number)) and not isinstance(v, (bool, np.bool_))
 
 def _pair(input, other, verb:str):
-    "(input, other) as Tensors for a functional binary op; a TypeError naming the types otherwise."
+    "(input, other) as Tensors for a functional binary op: `_operands`, with a TypeError where a method returns NotImplemented."
     ops = _operands(input, other, verb) if isinstance(input, Tensor) else None
     if ops is None:
         raise TypeError(f"cannot {verb} {type(input).__name__} and {type(other).__name__}: the first argument "
@@ -122,8 +122,7 @@ class Neg(Function):
         return np.negative(x._data)
     @staticmethod
     def backward(ctx, g): return Neg.apply(g)
-    @staticmethod
-    def jvp(ctx, t): return Neg.apply(t)
+    linear = True
 
 class Sub(Function):
     "a - b: da = g, db = -g"
@@ -135,10 +134,7 @@ class Sub(Function):
         return _subtract(a._data, b._data)
     @staticmethod
     def backward(ctx, g): return g, (Neg.apply(g) if ctx.needs_input_grad[1] else None)
-    @staticmethod
-    def jvp(ctx, ta, tb):   # a tangent is None only for an integer operand
-        if tb is None: return ta
-        return Neg.apply(tb) if ta is None else Sub.apply(ta, tb)
+    linear = True
 
 # %% ../nbs/12_elementwise.ipynb #e1102543
 def _true_division_arrays(ad, bd):
@@ -213,10 +209,30 @@ def neg(input:Tensor) -> Tensor:
     "-input, elementwise"
     return Neg.apply(input)
 
-Tensor.add, Tensor.sub, Tensor.mul, Tensor.div, Tensor.neg = add, sub, mul, div, neg
-Tensor.__sub__, Tensor.__rsub__ = _binary(Sub, 'subtract'), _binary(Sub, 'subtract', reflected=True)
-Tensor.__truediv__, Tensor.__rtruediv__ = _binary(Div, 'divide'), _binary(Div, 'divide', reflected=True)
-Tensor.__neg__ = neg
+Tensor.add, Tensor.sub, Tensor.mul, Tensor.div, Tensor.neg = add, sub, mul, div, neg   # the functionals are the methods
+
+@patch
+def __sub__(self:Tensor, other):
+    ops = _operands(self, other, 'subtract')
+    return NotImplemented if ops is None else Sub.apply(*ops)
+
+@patch
+def __rsub__(self:Tensor, other):
+    ops = _operands(self, other, 'subtract')
+    return NotImplemented if ops is None else Sub.apply(ops[1], ops[0])
+
+@patch
+def __truediv__(self:Tensor, other):
+    ops = _operands(self, other, 'divide')
+    return NotImplemented if ops is None else Div.apply(*ops)
+
+@patch
+def __rtruediv__(self:Tensor, other):
+    ops = _operands(self, other, 'divide')
+    return NotImplemented if ops is None else Div.apply(ops[1], ops[0])
+
+@patch
+def __neg__(self:Tensor): return Neg.apply(self)
 
 # %% ../nbs/12_elementwise.ipynb #a68bb4a5
 def _compare(ufunc, input, other, verb:str) -> Tensor:
@@ -247,18 +263,19 @@ def ge(input:Tensor, other) -> Tensor:
     "input >= other, elementwise, as a bool tensor"
     return _compare(np.greater_equal, input, other, 'compare')
 
-def _comparison_method(ufunc, verb:str='compare'):
-    "A Tensor dunder applying `ufunc`; NotImplemented for operands it does not know (so `x == None` is False)."
+def _comparison_method(name:str, ufunc, verb:str='compare'):
+    "The Tensor dunder `name` applying `ufunc`; NotImplemented for operands it does not know (so `x == None` is False)."
     def method(self, other):
         ops = _operands(self, other, verb)
         return NotImplemented if ops is None else Tensor(ufunc(ops[0]._data, ops[1]._data))
+    method.__name__, method.__qualname__ = name, f"Tensor.{name}"
+    method.__doc__ = f"self {name[2:-2]} other, elementwise, as a bool tensor (NumPy's {ufunc.__name__})"
     return method
 
-for _name, _fn in (('eq', eq), ('ne', ne), ('lt', lt), ('le', le), ('gt', gt), ('ge', ge)):
-    setattr(Tensor, _name, _fn)
-Tensor.__eq__, Tensor.__ne__ = _comparison_method(np.equal), _comparison_method(np.not_equal)
-Tensor.__lt__, Tensor.__le__ = _comparison_method(np.less), _comparison_method(np.less_equal)
-Tensor.__gt__, Tensor.__ge__ = _comparison_method(np.greater), _comparison_method(np.greater_equal)
+Tensor.eq, Tensor.ne, Tensor.lt, Tensor.le, Tensor.gt, Tensor.ge = eq, ne, lt, le, gt, ge   # the functionals are the methods
+for _name, _ufunc in (('__eq__', np.equal), ('__ne__', np.not_equal), ('__lt__', np.less), ('__le__', np.less_equal),
+                      ('__gt__', np.greater), ('__ge__', np.greater_equal)):
+    setattr(Tensor, _name, _comparison_method(_name, _ufunc))
 Tensor.__hash__ = object.__hash__   # tensors are dict keys and set members by identity
 
 # %% ../nbs/12_elementwise.ipynb #e6852f1c
@@ -290,19 +307,18 @@ def isfinite(input:Tensor) -> Tensor:
     "True where input is neither nan nor infinite"
     return Tensor(np.isfinite(input._data))
 
-def _invert(self) -> Tensor:
+@patch
+def __invert__(self:Tensor) -> Tensor:
     if self._data.dtype.kind not in 'biu':
         raise TypeError(f"~ is defined for bool and integer tensors, not {self.dtype} (made at {self.origin}); "
                         "compare first to get a mask, e.g. ~(x > 0).")
     return Tensor(np.invert(self._data))
 
-for _name, _fn in (('logical_not', logical_not), ('logical_and', logical_and), ('logical_or', logical_or),
-                   ('logical_xor', logical_xor), ('isnan', isnan), ('isinf', isinf), ('isfinite', isfinite)):
-    setattr(Tensor, _name, _fn)
-Tensor.__invert__ = _invert
-Tensor.__and__, Tensor.__rand__ = _comparison_method(np.bitwise_and, 'combine'), _comparison_method(np.bitwise_and, 'combine')
-Tensor.__or__, Tensor.__ror__ = _comparison_method(np.bitwise_or, 'combine'), _comparison_method(np.bitwise_or, 'combine')
-Tensor.__xor__, Tensor.__rxor__ = _comparison_method(np.bitwise_xor, 'combine'), _comparison_method(np.bitwise_xor, 'combine')
+for _fn in (logical_not, logical_and, logical_or, logical_xor, isnan, isinf, isfinite):   # the functionals are the methods
+    setattr(Tensor, _fn.__name__, _fn)
+for _name, _ufunc in (('__and__', np.bitwise_and), ('__rand__', np.bitwise_and), ('__or__', np.bitwise_or),
+                      ('__ror__', np.bitwise_or), ('__xor__', np.bitwise_xor), ('__rxor__', np.bitwise_xor)):
+    setattr(Tensor, _name, _comparison_method(_name, _ufunc, 'combine'))
 
 # %% ../nbs/12_elementwise.ipynb #8e28a4dd
 def _mask(g:Tensor, m:np.ndarray) -> Tensor:
@@ -344,39 +360,25 @@ def where(condition:Tensor, input, other) -> Tensor:
         if t._data.shape != condition._data.shape: _broadcast_check(condition, t, 'select with a condition of shape')
     return Where.apply(condition, a, b)
 
-Tensor.where = lambda self, condition, other: where(condition, self, other)
-Tensor.where.__doc__ = "self where condition is True, other elsewhere (PyTorch's Tensor.where)"
+@patch
+def where(self:Tensor, condition, other) -> Tensor:
+    "self where condition is True, other elsewhere (PyTorch's Tensor.where)"
+    return where(condition, self, other)
 
 # %% ../nbs/12_elementwise.ipynb #02ba8826
-def _saved_output(ctx):
-    "(x, y) saved by a unary op that returns y = f(x); y recomputed as a graph node when backward is recorded."
-    x, y = ctx.saved_tensors
-    if _grad_mode.enabled: y = ctx.fn.apply(x)   # create_graph: y must be differentiable in x
-    return x, y
-
-def _jvp_output(ctx):
-    "(x, y) saved by a unary op y = f(x), for its jvp; y recomputed as a graph node if the tangent may be differentiated."
-    x, y = ctx.saved_tensors
-    if _grad_mode.enabled and x.requires_grad: y = ctx.fn.apply(x)
-    return x, y
-
-class Exp(Function):
+class Exp(Elementwise):
     "exp(x): dx = g * exp(x)"
     @staticmethod
     def forward(ctx, x):
         y = Tensor(_exp(_float_data(x)), _origin=x._origin)
-        ctx.save_for_backward(x, y)
+        ctx.save_for_backward(y)
         return y
     @staticmethod
-    def backward(ctx, g):
-        x, y = _saved_output(ctx)
-        return g * y
-    @staticmethod
-    def jvp(ctx, t):
-        x, y = _jvp_output(ctx)
-        return Mul.apply(t, y)
+    def derivative(ctx):
+        y, = ctx.saved_tensors
+        return y
 
-class Log(Function):
+class Log(Elementwise):
     "log(x): dx = g / x"
     @staticmethod
     def forward(ctx, x):
@@ -388,15 +390,11 @@ class Log(Function):
         ctx.save_for_backward(x)
         return _compute(np.log, d)
     @staticmethod
-    def backward(ctx, g):
+    def derivative(ctx):
         x, = ctx.saved_tensors
-        return Div.apply(g, x)
-    @staticmethod
-    def jvp(ctx, t):
-        x, = ctx.saved_tensors
-        return Div.apply(t, x)
+        return 1.0 / x
 
-class Log1p(Function):
+class Log1p(Elementwise):
     "log1p(x): dx = g / (1 + x)"
     @staticmethod
     def forward(ctx, x):
@@ -407,13 +405,9 @@ class Log1p(Function):
         ctx.save_for_backward(x)
         return _compute(np.log1p, d)
     @staticmethod
-    def backward(ctx, g):
+    def derivative(ctx):
         x, = ctx.saved_tensors
-        return Div.apply(g, x + 1.0)
-    @staticmethod
-    def jvp(ctx, t):
-        x, = ctx.saved_tensors
-        return Div.apply(t, x + 1.0)
+        return 1.0 / (x + 1.0)
 
 def exp(input:Tensor) -> Tensor:
     "e ** input, elementwise"
@@ -427,7 +421,7 @@ def log1p(input:Tensor) -> Tensor:
     "log(1 + input), elementwise, accurate for small input; raises DomainError for input <= -1"
     return Log1p.apply(input)
 
-Tensor.exp, Tensor.log, Tensor.log1p = exp, log, log1p
+Tensor.exp, Tensor.log, Tensor.log1p = exp, log, log1p   # the functionals are the methods
 
 # %% ../nbs/12_elementwise.ipynb #c96f2000
 def _pow_domain_check(x:Tensor, d:np.ndarray, n):
@@ -575,14 +569,14 @@ def reciprocal(input:Tensor) -> Tensor:
 Tensor.square, Tensor.reciprocal = square, reciprocal
 
 # %% ../nbs/12_elementwise.ipynb #80563429
-def _sqrt_slope_check(node, x:Tensor, y:Tensor, phase:str='backward pass'):
+def _sqrt_slope_check(node, x:Tensor, y:Tensor, phase:str='derivative (backward or forward mode)'):
     "Raise DomainError where the slope of sqrt is infinite (x = 0)."
     if _math.strict and _has_zero(y._data):
         raise _domain_error('sqrt', x, y._data == 0, x._data, "its derivative 1 / (2 sqrt(x)) is infinite at "
                             "x = 0, so x must be positive where a gradient flows", "sqrt(x + eps) (e.g. eps = "
                             "1e-12), as norms and standard deviations are usually computed.", node, phase)
 
-class Sqrt(Function):
+class Sqrt(Elementwise):
     "sqrt(x): dx = g / (2 * sqrt(x))"
     @staticmethod
     def forward(ctx, x):
@@ -595,17 +589,12 @@ class Sqrt(Function):
         ctx.save_for_backward(x, y)
         return y
     @staticmethod
-    def backward(ctx, g):
-        x, y = _saved_output(ctx)
+    def derivative(ctx):
+        x, y = ctx.saved_tensors
         _sqrt_slope_check(ctx, x, y)
-        return Div.apply(g, y * 2.0)
-    @staticmethod
-    def jvp(ctx, t):
-        x, y = _jvp_output(ctx)
-        _sqrt_slope_check(ctx, x, y, _JVP)
-        return Div.apply(t, y * 2.0)
+        return 0.5 / y
 
-class Rsqrt(Function):
+class Rsqrt(Elementwise):
     "rsqrt(x): dx = -g * rsqrt(x) ** 3 / 2"
     @staticmethod
     def forward(ctx, x):
@@ -614,16 +603,12 @@ class Rsqrt(Function):
             raise _domain_error('rsqrt', x, d <= 0, d, "rsqrt(x) = 1 / sqrt(x) is defined for x > 0",
                                 "add a small epsilon, e.g. rsqrt(var + 1e-5) as normalization layers do.")
         y = Tensor(_rsqrt(d) if not _math.strict else 1.0 / np.sqrt(d), _origin=x._origin)
-        ctx.save_for_backward(x, y)
+        ctx.save_for_backward(y)
         return y
     @staticmethod
-    def backward(ctx, g):
-        x, y = _saved_output(ctx)
-        return g * (y * y * y) * -0.5
-    @staticmethod
-    def jvp(ctx, t):
-        x, y = _jvp_output(ctx)
-        return Mul.apply(t, y * y * y) * -0.5
+    def derivative(ctx):
+        y, = ctx.saved_tensors
+        return y * y * y * -0.5
 
 def sqrt(input:Tensor) -> Tensor:
     "The square root, elementwise; raises DomainError for input < 0"
@@ -633,54 +618,42 @@ def rsqrt(input:Tensor) -> Tensor:
     "1 / sqrt(input), elementwise; raises DomainError for input <= 0"
     return Rsqrt.apply(input)
 
-Tensor.sqrt, Tensor.rsqrt = sqrt, rsqrt
+Tensor.sqrt, Tensor.rsqrt = sqrt, rsqrt   # the functionals are the methods
 
 # %% ../nbs/12_elementwise.ipynb #ea5a0a06
-class Sin(Function):
+class Sin(Elementwise):
     "sin(x): dx = g * cos(x)"
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
         return _sin(_float_data(x))
     @staticmethod
-    def backward(ctx, g):
+    def derivative(ctx):
         x, = ctx.saved_tensors
-        return g * Cos.apply(x)
-    @staticmethod
-    def jvp(ctx, t):
-        x, = ctx.saved_tensors
-        return Mul.apply(t, Cos.apply(x))
+        return Cos.apply(x)
 
-class Cos(Function):
+class Cos(Elementwise):
     "cos(x): dx = -g * sin(x)"
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
         return _cos(_float_data(x))
     @staticmethod
-    def backward(ctx, g):
+    def derivative(ctx):
         x, = ctx.saved_tensors
-        return Neg.apply(g * Sin.apply(x))
-    @staticmethod
-    def jvp(ctx, t):
-        x, = ctx.saved_tensors
-        return Neg.apply(Mul.apply(t, Sin.apply(x)))
+        return Neg.apply(Sin.apply(x))
 
-class Tanh(Function):
+class Tanh(Elementwise):
     "tanh(x): dx = g * (1 - tanh(x) ** 2)"
     @staticmethod
     def forward(ctx, x):
         y = Tensor(np.tanh(_float_data(x)), _origin=x._origin)
-        ctx.save_for_backward(x, y)
+        ctx.save_for_backward(y)
         return y
     @staticmethod
-    def backward(ctx, g):
-        x, y = _saved_output(ctx)
-        return g * (1.0 - y * y)
-    @staticmethod
-    def jvp(ctx, t):
-        x, y = _jvp_output(ctx)
-        return Mul.apply(t, 1.0 - y * y)
+    def derivative(ctx):
+        y, = ctx.saved_tensors
+        return 1.0 - y * y
 
 def _stable_sigmoid(d:np.ndarray) -> np.ndarray:
     "1 / (1 + exp(-d)) without exponentiating a positive number."
@@ -688,21 +661,17 @@ def _stable_sigmoid(d:np.ndarray) -> np.ndarray:
     r = 1.0 / (1.0 + e)
     return np.where(d >= 0, r, e * r)
 
-class Sigmoid(Function):
+class Sigmoid(Elementwise):
     "sigmoid(x): dx = g * sigmoid(x) * (1 - sigmoid(x))"
     @staticmethod
     def forward(ctx, x):
         y = Tensor(_stable_sigmoid(_float_data(x)), _origin=x._origin)
-        ctx.save_for_backward(x, y)
+        ctx.save_for_backward(y)
         return y
     @staticmethod
-    def backward(ctx, g):
-        x, y = _saved_output(ctx)
-        return g * (y * (1.0 - y))
-    @staticmethod
-    def jvp(ctx, t):
-        x, y = _jvp_output(ctx)
-        return Mul.apply(t, y * (1.0 - y))
+    def derivative(ctx):
+        y, = ctx.saved_tensors
+        return y * (1.0 - y)
 
 def sin(input:Tensor) -> Tensor:
     "The sine, elementwise (radians)"
@@ -720,7 +689,7 @@ def sigmoid(input:Tensor) -> Tensor:
     "1 / (1 + exp(-input)), elementwise, computed stably for any magnitude"
     return Sigmoid.apply(input)
 
-Tensor.sin, Tensor.cos, Tensor.tanh, Tensor.sigmoid = sin, cos, tanh, sigmoid
+Tensor.sin, Tensor.cos, Tensor.tanh, Tensor.sigmoid = sin, cos, tanh, sigmoid   # the functionals are the methods
 
 # %% ../nbs/12_elementwise.ipynb #8e589fe9
 def _sign(d:np.ndarray) -> np.ndarray:
@@ -728,20 +697,16 @@ def _sign(d:np.ndarray) -> np.ndarray:
     if d.dtype.kind != 'f': return np.sign(d)
     return (np.greater(d, 0).view(np.int8) - np.less(d, 0).view(np.int8)).astype(d.dtype)   # one-byte masks
 
-class Abs(Function):
+class Abs(Elementwise):
     "abs(x): dx = g * sign(x)"
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
         return np.abs(x._data)
     @staticmethod
-    def backward(ctx, g):
+    def derivative(ctx):
         x, = ctx.saved_tensors
-        return _mask(g, _sign(x._data))
-    @staticmethod
-    def jvp(ctx, t):
-        x, = ctx.saved_tensors
-        return _mask(t, _sign(x._data))
+        return _sign(x._data)
 
 class Sign(Function):
     "sign(x): dx = 0"
@@ -756,7 +721,7 @@ def _relu_pass(y:np.ndarray) -> np.ndarray:
     "Where relu passes its gradient: PyTorch's mask, not (y <= 0), so a nan passes; y = max(x, 0) makes it y != 0."
     return y != 0
 
-class Relu(Function):
+class Relu(Elementwise):
     "relu(x): dx = g where x > 0 (or x is nan), else 0"
     @staticmethod
     def forward(ctx, x):
@@ -764,13 +729,9 @@ class Relu(Function):
         ctx.save_for_backward(y)
         return y
     @staticmethod
-    def backward(ctx, g):
+    def derivative(ctx):
         y, = ctx.saved_tensors
-        return _mask(g, _relu_pass(y._data))
-    @staticmethod
-    def jvp(ctx, t):
-        y, = ctx.saved_tensors
-        return _mask(t, _relu_pass(y._data))
+        return _relu_pass(y._data)
 
 def _clamp_keep(ctx) -> np.ndarray:
     "Where clamp passes its input through: lo <= x <= hi, both bounds inclusive (PyTorch's convention)."
@@ -781,7 +742,7 @@ def _clamp_keep(ctx) -> np.ndarray:
     if lo is not None and hi is not None: keep &= d <= hi
     return keep
 
-class Clamp(Function):
+class Clamp(Elementwise):
     "clamp(x, min, max): dx = g where min <= x <= max, else 0"
     @staticmethod
     def forward(ctx, x, lo, hi):
@@ -792,9 +753,7 @@ class Clamp(Function):
         ctx.bounds = lo, hi
         return y
     @staticmethod
-    def backward(ctx, g): return _mask(g, _clamp_keep(ctx)), None, None
-    @staticmethod
-    def jvp(ctx, t, _, __): return _mask(t, _clamp_keep(ctx))
+    def derivative(ctx): return _clamp_keep(ctx)
 
 # %% ../nbs/12_elementwise.ipynb #03f8e846
 def _tie_weights(ad, bd, a_loses, b_loses):
@@ -873,8 +832,8 @@ def minimum(input:Tensor, other:Tensor) -> Tensor:
     "The smaller of input and other, elementwise (the gradient is split equally on ties)"
     return Minimum.apply(*_pair(input, other, 'take the minimum of'))
 
-Tensor.abs, Tensor.__abs__, Tensor.sign, Tensor.relu = abs, abs, sign, relu
-Tensor.clamp, Tensor.clip, Tensor.maximum, Tensor.minimum = clamp, clamp, maximum, minimum
+Tensor.abs, Tensor.sign, Tensor.relu, Tensor.clamp, Tensor.maximum, Tensor.minimum = abs, sign, relu, clamp, maximum, minimum
+Tensor.__abs__, Tensor.clip = abs, clamp   # PyTorch's aliases
 
 # %% ../nbs/12_elementwise.ipynb #f449edd7
 def _write_result(self:Tensor, r:Tensor, name:str):
@@ -924,7 +883,7 @@ def _inplace(fn, name:str):
         self.grad_fn, self._output_nr, self.requires_grad = r.grad_fn, r._output_nr, r.requires_grad
         if _forward_ad.level: _inplace_tangent(self, r)
         return self
-    method.__name__ = method.__qualname__ = name
+    method.__name__, method.__qualname__ = name, f"Tensor.{name}"
     method.__doc__ = f"In-place {fn.__name__}: writes the result into this tensor and bumps its version."
     return method
 

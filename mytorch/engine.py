@@ -8,13 +8,14 @@ Docs: https://mytorch-book.github.io/mytorch/tensor.html.md"""
 __all__ = ['float16', 'float32', 'float64', 'int8', 'int16', 'int32', 'int64', 'uint8', 'bool_', 'dtype_aliases', 'UnpackedDual',
            'is_grad_enabled', 'set_grad_enabled', 'no_grad', 'enable_grad', 'get_default_dtype', 'set_default_dtype',
            'Tensor', 'tensor', 'Node', 'Function', 'view_of', 'Expand', 'SumTo', 'BroadcastError',
-           'set_broadcast_policy', 'get_broadcast_policy', 'Add', 'Mul', 'run_backward', 'grad', 'gradgradcheck',
-           'dual_level', 'make_dual', 'unpack_dual', 'jvpcheck']
+           'set_broadcast_policy', 'get_broadcast_policy', 'Add', 'Mul', 'Elementwise', 'run_backward', 'grad',
+           'gradgradcheck', 'dual_level', 'make_dual', 'unpack_dual', 'jvpcheck']
 
 # %% ../nbs/10_tensor.ipynb #36aa0f5c
 import os
 import sys
 import numpy as np
+from .scalar import patch
 
 # %% ../nbs/10_tensor.ipynb #cdc9abdf
 class _GradMode:
@@ -213,7 +214,8 @@ def _format_array(a:np.ndarray) -> str:
     else: body = np.array2string(a, separator=', ', threshold=1000, edgeitems=3, prefix='tensor(')
     return body
 
-def _tensor_repr(self):
+@patch
+def __repr__(self:Tensor):
     extras = []
     d = self._data.dtype
     if not ((d.kind == 'f' and d == _default.dtype) or d == int64 or d == bool_):
@@ -221,8 +223,6 @@ def _tensor_repr(self):
     if self.grad_fn is not None: extras.append(f"grad_fn=<{self.grad_fn.name()}>")
     elif self.requires_grad: extras.append("requires_grad=True")
     return f"tensor({_format_array(self._data)}{''.join(', ' + e for e in extras)})"
-
-Tensor.__repr__ = _tensor_repr
 
 # %% ../nbs/10_tensor.ipynb #c005c7e2
 def _infer_dtype(data):
@@ -253,7 +253,7 @@ def tensor(data, # a number, a nested list of numbers, a NumPy array or a Tensor
 class Node:
     "The record of one op in the graph: PyTorch's `ctx`, and the `grad_fn` of the op's outputs."
     __slots__ = ('fn', 'edges', 'needs_input_grad', '_saved', '_versions', '_released', 'n_outputs',
-                 '_out_meta', '_retained', '_origin', '_materialize', '_non_differentiable', '__dict__',
+                 '_out_meta', '_retained', '_origin', '_materialize', '_non_differentiable', '_relink', '__dict__',
                  '__weakref__')
 
     def __init__(self, fn):
@@ -261,7 +261,7 @@ class Node:
         self._saved = self._versions = None
         self._released, self.n_outputs, self._out_meta = False, 1, ()
         self._retained, self._origin, self._materialize = {}, None, True
-        self._non_differentiable = ()
+        self._non_differentiable, self._relink = (), ()
 
     def name(self) -> str: return f"{self.fn.__name__}Backward"
     def __repr__(self): return f"<{self.name()}>"
@@ -285,7 +285,8 @@ class Node:
                 f"backward; specify retain_graph=True on the first backward call if you need to go through the "
                 f"graph again.")
         if self._saved is None: return ()
-        for i, (t, v) in enumerate(zip(self._saved, self._versions)):
+        saved = self._saved if not (self._relink and _grad_mode.enabled) else self._relinked()
+        for i, (t, v) in enumerate(zip(saved, self._versions)):
             if t is not None and t._version.value != v:
                 raise RuntimeError(
                     f"one of the tensors needed for gradient computation has been modified by an in-place operation: "
@@ -293,7 +294,19 @@ class Node:
                     f"version {t._version.value}, expected version {v}. The op that used it was at "
                     f"{_format_origin(self._origin)}. Make a copy with .clone() before modifying it in place, or "
                     f"use the out-of-place op.")
-        return self._saved
+        return saved
+
+    def _relinked(self) -> tuple:
+        "The saved tensors, with each saved output of this node's own op made an output of this node again."
+        saved = list(self._saved)
+        for k, nr in self._relink:
+            t = saved[k]
+            out = saved[k] = Tensor(t._data, _origin=t._origin)
+            out._version, out.grad_fn, out._output_nr, out.requires_grad = t._version, self, nr, True
+            if t._fw_grad is not None:   # forward mode through backward: the output's tangent comes along
+                out._fw_grad = t._fw_grad
+                _register_dual(out)
+        return tuple(saved)
 
     def mark_non_differentiable(self, *tensors):
         "Outputs that have no gradient (e.g. the indices of a max)."
@@ -305,6 +318,7 @@ class Node:
 
     def _release(self):
         self._saved = self._versions = None
+        self._relink = ()
         self._released = True
 
 # %% ../nbs/10_tensor.ipynb #b1956ca4
@@ -321,6 +335,7 @@ class Function:
     def backward(ctx, *grads): raise NotImplementedError("a Function must define a static backward(ctx, *grads)")
     @staticmethod
     def jvp(ctx, *tangents): return NotImplemented  # forward mode: see "Forward mode" below
+    linear = False   # True for an op linear in its tensor inputs: its jvp is the op itself, applied to the tangents
 
     @classmethod
     def apply(cls, *args):
@@ -347,8 +362,17 @@ class Function:
             for i, (o, r) in enumerate(zip(outs, raws)):
                 if o._data.dtype.kind == 'f' and id(r) not in nd:
                     o.grad_fn, o._output_nr, o.requires_grad = ctx, i, True
+            if ctx._saved is not None: _note_saved_outputs(ctx, raws, outs)
         if _forward_ad.level: _push_tangents(cls, ctx, args, outs)
         return outs if multi else outs[0]
+
+def _note_saved_outputs(ctx, raws, outs):
+    "Record which saved tensors are the op's own differentiable outputs, so backward can relink them to ctx."
+    relink = []
+    for k, t in enumerate(ctx._saved):
+        for nr, r in enumerate(raws):
+            if t is r and outs[nr].requires_grad: relink.append((k, nr))
+    ctx._relink = tuple(relink)
 
 def _wrap_output(r, origin) -> Tensor:
     "A forward's result as a fresh output Tensor (arrays and scalars are wrapped; Tensors get a new shell)."
@@ -378,8 +402,7 @@ class Expand(Function):
         return view_of(x, np.broadcast_to(x._data, shape))
     @staticmethod
     def backward(ctx, g): return SumTo.apply(g, ctx.in_shape), None
-    @staticmethod
-    def jvp(ctx, t, _): return Expand.apply(t, ctx.shape)
+    linear = True
 
 class SumTo(Function):
     "sum_to(x, shape): dx = expand(g, x.shape)"
@@ -391,8 +414,7 @@ class SumTo(Function):
         return x._data.sum(axis=axes).reshape(shape) if axes else x._data.reshape(shape)
     @staticmethod
     def backward(ctx, g): return Expand.apply(g, ctx.in_shape), None
-    @staticmethod
-    def jvp(ctx, t, _): return SumTo.apply(t, ctx.shape)
+    linear = True
 
 # %% ../nbs/10_tensor.ipynb #37446601
 class BroadcastError(ValueError):
@@ -464,8 +486,7 @@ class Add(Function):
     def forward(ctx, a, b): return a._data + b._data
     @staticmethod
     def backward(ctx, g): return g, g
-    @staticmethod
-    def jvp(ctx, ta, tb): return tb if ta is None else ta if tb is None else Add.apply(ta, tb)
+    linear = True
 
 class Mul(Function):
     "a * b: da = g * b, db = g * a"
@@ -487,18 +508,28 @@ class Mul(Function):
         if tb is None: return Mul.apply(ta, b)
         return Add.apply(Mul.apply(ta, b), Mul.apply(a, tb))
 
-def _binary(fn, verb, reflected=False):
-    "A Tensor method applying `fn` to (self, other), or to (other, self) for the reflected form."
-    def method(self, other):
-        ops = _operands(self, other, verb)
-        if ops is None: return NotImplemented
-        return fn.apply(ops[1], ops[0]) if reflected else fn.apply(*ops)
-    return method
+@patch
+def __add__(self:Tensor, other):
+    ops = _operands(self, other, 'add')
+    return NotImplemented if ops is None else Add.apply(*ops)
 
-Tensor.__add__, Tensor.__radd__ = _binary(Add, 'add'), _binary(Add, 'add', reflected=True)
-Tensor.__mul__, Tensor.__rmul__ = _binary(Mul, 'multiply'), _binary(Mul, 'multiply', reflected=True)
+@patch
+def __radd__(self:Tensor, other):
+    ops = _operands(self, other, 'add')
+    return NotImplemented if ops is None else Add.apply(ops[1], ops[0])
 
-def _expand(self, *shape) -> Tensor:
+@patch
+def __mul__(self:Tensor, other):
+    ops = _operands(self, other, 'multiply')
+    return NotImplemented if ops is None else Mul.apply(*ops)
+
+@patch
+def __rmul__(self:Tensor, other):
+    ops = _operands(self, other, 'multiply')
+    return NotImplemented if ops is None else Mul.apply(ops[1], ops[0])
+
+@patch
+def expand(self:Tensor, *shape) -> Tensor:
     "This tensor broadcast to `shape` (no copy)."
     shape = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
     shape = tuple(s if s != -1 else self.shape[i - (len(shape) - self.ndim)] for i, s in enumerate(shape))
@@ -509,12 +540,32 @@ def _expand(self, *shape) -> Tensor:
                              f"and new axes go in front. The tensor was made at {self.origin}.")
     return Expand.apply(self, shape)
 
-def _sum_to(self, *shape) -> Tensor:
+@patch
+def sum_to_size(self:Tensor, *shape) -> Tensor:
     "This tensor summed down to `shape` (the adjoint of `expand`)."
     shape = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
     return SumTo.apply(self, shape)
 
-Tensor.expand, Tensor.sum_to_size = _expand, _sum_to
+# %% ../nbs/10_tensor.ipynb #63305f68
+class Elementwise(Function):
+    "Base of a unary elementwise op y = f(x): a subclass writes `forward` and `derivative(ctx)`, f'(x); backward and jvp follow."
+    @staticmethod
+    def derivative(ctx):
+        raise NotImplementedError("an Elementwise Function must define a static derivative(ctx) returning f'(x)")
+    @classmethod
+    def _times_derivative(cls, ctx, v) -> Tensor:
+        d = cls.derivative(ctx)
+        if not isinstance(d, Tensor): d = Tensor(np.asarray(d, dtype=v._data.dtype), _origin=ctx._origin)
+        return Mul.apply(v, d)
+    @classmethod
+    def backward(cls, ctx, g):
+        "g * f'(x), and no gradient for the op's non-tensor arguments."
+        gx = cls._times_derivative(ctx, g)
+        return gx if len(ctx.edges) == 1 else (gx,) + (None,) * (len(ctx.edges) - 1)
+    @classmethod
+    def jvp(cls, ctx, t, *_):
+        "f'(x) * t: the same diagonal Jacobian, applied to the tangent."
+        return cls._times_derivative(ctx, t)
 
 # %% ../nbs/10_tensor.ipynb #9af237f6
 def _topological_nodes(roots) -> list:
@@ -620,10 +671,11 @@ def _deliver(leaf, g, create_graph):
     else: leaf.grad = Tensor(leaf.grad._data + g._data, _origin=leaf._origin)
 
 # %% ../nbs/10_tensor.ipynb #3823dfec
-def _backward(self,
-              gradient:Tensor=None, # d(loss)/d(self); may be omitted for a one-element tensor
-              retain_graph:bool=None, # keep the graph for another backward (default: create_graph)
-              create_graph:bool=False): # record the backward pass, for higher-order derivatives
+@patch
+def backward(self:Tensor,
+             gradient:Tensor=None, # d(loss)/d(self); may be omitted for a one-element tensor
+             retain_graph:bool=None, # keep the graph for another backward (default: create_graph)
+             create_graph:bool=False): # record the backward pass, for higher-order derivatives
     "Compute the gradient of this tensor with respect to every leaf that requires grad, into `.grad`."
     if not self.requires_grad:
         raise RuntimeError(f"this tensor does not require grad and has no grad_fn, so there is nothing to "
@@ -641,8 +693,6 @@ def _backward(self,
                            f"(made at {self.origin}); they must match.")
     run_backward((self,), (gradient,), retain_graph=create_graph if retain_graph is None else retain_graph,
                  create_graph=create_graph)
-
-Tensor.backward = _backward
 
 # %% ../nbs/10_tensor.ipynb #4df332e4
 def grad(outputs, # a tensor or a sequence of tensors to differentiate
@@ -755,6 +805,12 @@ def unpack_dual(tensor:Tensor) -> UnpackedDual:
     "(primal, tangent) of a dual tensor; the tangent is None if it has none."
     return UnpackedDual(view_of(tensor, tensor._data), tensor._fw_grad)
 
+def _linear_jvp(cls, args, tans, outs):
+    "The tangent of a linear op's output: the op applied to the tangents (zeros for an integer input)."
+    dt = next(t for t in tans if t is not None).dtype
+    return cls.apply(*[a if not isinstance(a, Tensor) else t if t is not None else Tensor(np.zeros(a.shape, dt))
+                       for a, t in zip(args, tans)])
+
 def _push_tangents(cls, ctx, args, outs):
     "Give the outputs of op `cls` their tangents, from its jvp rule (called by apply when a dual level is open)."
     tans = [a._fw_grad if isinstance(a, Tensor) else None for a in args]
@@ -765,7 +821,7 @@ def _push_tangents(cls, ctx, args, outs):
     # The rule computes with the primals, not with their tangents: forward mode here is first order
     # (tangents of tangents are not propagated), so propagation is paused while the rule runs.
     level, _forward_ad.level = _forward_ad.level, 0
-    try: res = cls.jvp(ctx, *tans)
+    try: res = _linear_jvp(cls, args, tans, outs) if cls.linear else cls.jvp(ctx, *tans)
     finally: _forward_ad.level = level
     if res is NotImplemented:
         raise NotImplementedError(f"{cls.__name__} has no jvp rule, so forward-mode AD cannot pass through it "
@@ -779,6 +835,10 @@ def _push_tangents(cls, ctx, args, outs):
         if t.shape != o.shape: t = Expand.apply(t, o.shape)
         o._fw_grad = t
         _register_dual(o)
+    for k, nr in ctx._relink:   # a saved output keeps its tangent, for backward rules run in forward mode
+        s = ctx._saved[k]
+        s._fw_grad = outs[nr]._fw_grad
+        if s._fw_grad is not None: _register_dual(s)
 
 # %% ../nbs/10_tensor.ipynb #9888638a
 def jvpcheck(f, # function of the inputs returning one tensor

@@ -14,6 +14,7 @@ import numpy as np
 from .engine import *
 from .engine import _format_origin
 from .elementwise import _subtract
+from .scalar import patch
 
 # %% ../nbs/16_linalg.ipynb #4ccddc37
 class _MatrixTranspose(Function):
@@ -113,14 +114,16 @@ def matmul(input:Tensor, # left operand, at least 1-D
         raise TypeError(f"matmul takes two tensors, got {type(bad).__name__}. To scale a tensor by a number use `*`.")
     return MatMul.apply(input, other)
 
-def _matmul_method(self, other):
+@patch
+def __matmul__(self:Tensor, other):
     return matmul(self, other) if isinstance(other, Tensor) else NotImplemented
 
-def _rmatmul_method(self, other):
+@patch
+def __rmatmul__(self:Tensor, other):
     if isinstance(other, np.ndarray): return matmul(Tensor(other, _origin=self._origin), self)
     return NotImplemented
 
-Tensor.__matmul__, Tensor.__rmatmul__, Tensor.matmul = _matmul_method, _rmatmul_method, matmul
+Tensor.matmul = matmul   # the functional is the method
 
 # %% ../nbs/16_linalg.ipynb #4fc88d9c
 def _need_dims(op:str, want:int, *ts):
@@ -292,14 +295,6 @@ def einsum(equation:str, # e.g. "ij,jk->ik", "bhqd,bhkd->bhqk", "ii->", "...ij->
     return Einsum.apply(_parse_einsum(equation, operands), *operands)
 
 # %% ../nbs/16_linalg.ipynb #965446d8
-def _saved_output(ctx, out:Tensor) -> Tensor:
-    "The forward's saved output as a tensor of the graph (its grad_fn is this node), when backward is being recorded."
-    if not is_grad_enabled(): return out
-    linked = Tensor(out._data, _origin=out._origin)
-    linked._version = out._version
-    linked.grad_fn, linked._output_nr, linked.requires_grad = ctx, 0, True
-    return linked
-
 def _softmax_dim(input:Tensor, dim, op:str):
     "`dim` as an axis of input (None for a 0-d tensor), after checking the dtype and range."
     if not isinstance(input, Tensor): raise TypeError(f"{op} takes a tensor, got {type(input).__name__}.")
@@ -330,14 +325,13 @@ class Softmax(Function):
 
     @staticmethod
     def backward(ctx, g):
-        s = _saved_output(ctx, ctx.saved_tensors[0])
+        s, = ctx.saved_tensors   # the output, linked to this node by the engine
         dot = (g * s).sum_to_size(_kept(s.shape, ctx.axis))
         return s * (g + dot * -1.0), None
 
     @staticmethod
     def jvp(ctx, t, axis):
-        s = ctx.saved_tensors[0]
-        if ctx.needs_input_grad: s = _saved_output(ctx, s)   # the forward was recorded: keep s in the graph
+        s, = ctx.saved_tensors
         return s * (t + (t * s).sum_to_size(_kept(s.shape, ctx.axis)) * -1.0)
 
 class LogSoftmax(Function):
@@ -354,16 +348,16 @@ class LogSoftmax(Function):
 
     @staticmethod
     def backward(ctx, g):
-        y = ctx.saved_tensors[0]
+        y, = ctx.saved_tensors   # the output, linked to this node by the engine
         # exp(y) is softmax(x); while recording, softmax(y) gives the same numbers as a function in the graph
-        s = Softmax.apply(_saved_output(ctx, y), ctx.axis) if is_grad_enabled() else Tensor(np.exp(y._data))
+        s = Softmax.apply(y, ctx.axis) if is_grad_enabled() else Tensor(np.exp(y._data))
         return g + s * g.sum_to_size(_kept(g.shape, ctx.axis)) * -1.0, None
 
     @staticmethod
     def jvp(ctx, t, axis):
-        y = ctx.saved_tensors[0]
+        y, = ctx.saved_tensors
         recorded = ctx.needs_input_grad and is_grad_enabled()
-        s = Softmax.apply(_saved_output(ctx, y), ctx.axis) if recorded else Tensor(np.exp(y._data))
+        s = Softmax.apply(y, ctx.axis) if recorded else Tensor(np.exp(y._data))
         return t + (s * t).sum_to_size(_kept(t.shape, ctx.axis)) * -1.0
 
 def softmax(input:Tensor, # scores

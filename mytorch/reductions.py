@@ -17,7 +17,7 @@ from collections import namedtuple
 import numpy as np
 from .engine import *
 from .scalar import DomainError
-from .elementwise import Sub, Div, _math, _quiet, _divide, _sign
+from .elementwise import Sub, Div, Exp, _math, _quiet, _divide, _sign
 
 # %% ../nbs/13_reductions.ipynb #a83bc3c5
 def _describe(x) -> str:
@@ -113,8 +113,7 @@ class Sum(Function):
         return _sum(x._data, axis=dims, keepdims=keepdim, dtype=_accumulator(x))
     @staticmethod
     def backward(ctx, g): return _unreduce(g, ctx.in_shape, ctx.dims, ctx.keepdim), None, None
-    @staticmethod
-    def jvp(ctx, t, _, __): return Sum.apply(t, ctx.dims, ctx.keepdim)
+    linear = True
 
 def sum(input:Tensor, # the tensor to reduce
         dim=None, # an int, a tuple of ints, or None for all dims
@@ -141,8 +140,7 @@ class Mean(Function):
     def backward(ctx, g):
         n = builtins.max(_count(ctx.in_shape, ctx.dims), 1)   # n = 0 only when there are no outputs either
         return _unreduce(g, ctx.in_shape, ctx.dims, ctx.keepdim) * (1.0 / n), None, None
-    @staticmethod
-    def jvp(ctx, t, _, __): return Mean.apply(t, ctx.dims, ctx.keepdim)
+    linear = True
 
 def _need_float(x, op, fix):
     if x._data.dtype.kind not in 'fc':
@@ -487,13 +485,11 @@ def _variance(a:np.ndarray, dims:tuple, correction, keepdims:bool=True) -> np.nd
     c = a - np.sum(a, axis=dims, keepdims=True) / n   # np.var would warn "Degrees of freedom <= 0"
     return np.sum(c * c, axis=dims, keepdims=keepdims) / builtins.max(0, n - correction)
 
-def _again(fn, ctx, x, *args):
-    "A reduction's output (kept dims) inside its own backward: recomputed as a graph node under create_graph (or when x carries a tangent, so that forward mode sees it), else the cached array."
-    return fn.apply(x, *args, True) if is_grad_enabled() or x._fw_grad is not None else Tensor(ctx.out_kept, _origin=x._origin)
-
-def _again_jvp(fn, ctx, x, *args):
-    "The same inside a jvp rule: a graph node when x records one (so the tangent is differentiable), else the cached array."
-    return fn.apply(x, *args, True) if x.requires_grad and is_grad_enabled() else Tensor(ctx.out_kept, _origin=x._origin)
+def _saved_reduction(ctx, out_kept:np.ndarray, x:Tensor, keepdim:bool) -> Tensor:
+    "Save (x, the output) for backward, the output being what forward returns: the engine relinks it to the node."
+    y = Tensor(out_kept if keepdim else np.squeeze(out_kept, axis=ctx.dims), _origin=x._origin)
+    ctx.save_for_backward(x, y)
+    return y
 
 # %% ../nbs/13_reductions.ipynb #e60ce62a
 class Var(Function):
@@ -521,22 +517,21 @@ class Std(Function):
     @staticmethod
     def forward(ctx, x, dims, correction, keepdim):
         ctx.dims, ctx.correction, ctx.keepdim = dims, correction, keepdim
-        ctx.save_for_backward(x)
         ctx.out_kept = np.sqrt(_variance(x._data, dims, correction))
-        return ctx.out_kept if keepdim else np.squeeze(ctx.out_kept, axis=dims)
+        return _saved_reduction(ctx, ctx.out_kept, x, keepdim)
     @staticmethod
     def backward(ctx, g):
-        x, = ctx.saved_tensors
+        x, s = ctx.saved_tensors
         dims = ctx.dims
-        s = _again(Std, ctx, x, dims, ctx.correction)
+        s = _keep(s, x.shape, dims, ctx.keepdim)
         per_slice = _keep(g, x.shape, dims, ctx.keepdim) * _safe_reciprocal(s, ctx.out_kept == 0)
         d, dev = _dof(x.shape, dims, ctx.correction), _deviation(x, dims)
         return (per_slice * (1.0 / d) * dev if d > 0 else _by_zero(per_slice * dev)), None, None, None
     @staticmethod
     def jvp(ctx, t, *_):
-        x, = ctx.saved_tensors
+        x, s = ctx.saved_tensors
         dims = ctx.dims
-        s = _again_jvp(Std, ctx, x, dims, ctx.correction)
+        s = _keep(s, x.shape, dims, ctx.keepdim)
         d, per_slice = _dof(x.shape, dims, ctx.correction), _safe_reciprocal(s, ctx.out_kept == 0)
         slope = _deviation(x, dims) * (per_slice * (1.0 / d)) if d > 0 else _by_zero(_deviation(x, dims) * per_slice)
         return Sum.apply(t * slope, dims, ctx.keepdim)
@@ -586,43 +581,27 @@ def std(input:Tensor, # the tensor to reduce
 Tensor.var, Tensor.std = var, std
 
 # %% ../nbs/13_reductions.ipynb #32469c2e
-class _Exp(Function):
-    "exp(x): dx = g * exp(x)"
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return np.exp(x._data)
-    @staticmethod
-    def backward(ctx, g):
-        x, = ctx.saved_tensors
-        return g * _Exp.apply(x)
-    @staticmethod
-    def jvp(ctx, t):
-        x, = ctx.saved_tensors
-        return t * _Exp.apply(x)
-
 class LogSumExp(Function):
     "logsumexp(x, dims): dx = expand(g) * exp(x - logsumexp(x))"
     @staticmethod
     def forward(ctx, x, dims, keepdim):
         ctx.dims, ctx.keepdim = dims, keepdim
-        ctx.save_for_backward(x)
         a = x._data
         m = np.amax(a, axis=dims, keepdims=True, initial=-np.inf)
         m = np.where(np.isinf(m), 0.0, m).astype(a.dtype)
         with np.errstate(divide='ignore'):   # log(0) = -inf: the logsumexp of nothing, as in PyTorch
-            ctx.out_kept = np.log(np.sum(np.exp(a - m), axis=dims, keepdims=True)) + m
-        return ctx.out_kept if keepdim else np.squeeze(ctx.out_kept, axis=dims)
+            out_kept = np.log(np.sum(np.exp(a - m), axis=dims, keepdims=True)) + m
+        return _saved_reduction(ctx, out_kept, x, keepdim)
     @staticmethod
     def backward(ctx, g):
-        x, = ctx.saved_tensors
-        lse = _again(LogSumExp, ctx, x, ctx.dims)
-        return _keep(g, x.shape, ctx.dims, ctx.keepdim) * _Exp.apply(Sub.apply(x, lse)), None, None
+        x, lse = ctx.saved_tensors
+        lse = _keep(lse, x.shape, ctx.dims, ctx.keepdim)
+        return _keep(g, x.shape, ctx.dims, ctx.keepdim) * Exp.apply(Sub.apply(x, lse)), None, None
     @staticmethod
     def jvp(ctx, t, _, __):
-        x, = ctx.saved_tensors
-        lse = _again_jvp(LogSumExp, ctx, x, ctx.dims)
-        return Sum.apply(t * _Exp.apply(Sub.apply(x, lse)), ctx.dims, ctx.keepdim)
+        x, lse = ctx.saved_tensors
+        lse = _keep(lse, x.shape, ctx.dims, ctx.keepdim)
+        return Sum.apply(t * Exp.apply(Sub.apply(x, lse)), ctx.dims, ctx.keepdim)
 
 def logsumexp(input:Tensor, # the tensor to reduce
               dim, # an int or a tuple of ints (required, as in PyTorch); () for all dims
@@ -651,18 +630,17 @@ class Norm2(Function):
     @staticmethod
     def forward(ctx, x, dims, keepdim):
         ctx.dims, ctx.keepdim = dims, keepdim
-        ctx.save_for_backward(x)
         ctx.out_kept = _norm2(x._data, dims)
-        return ctx.out_kept if keepdim else np.squeeze(ctx.out_kept, axis=dims)
+        return _saved_reduction(ctx, ctx.out_kept, x, keepdim)
     @staticmethod
     def backward(ctx, g):
-        x, = ctx.saved_tensors
-        n = _again(Norm2, ctx, x, ctx.dims)
+        x, n = ctx.saved_tensors
+        n = _keep(n, x.shape, ctx.dims, ctx.keepdim)
         return x * (_keep(g, x.shape, ctx.dims, ctx.keepdim) * _safe_reciprocal(n, ctx.out_kept == 0)), None, None
     @staticmethod
     def jvp(ctx, t, _, __):
-        x, = ctx.saved_tensors
-        n = _again_jvp(Norm2, ctx, x, ctx.dims)
+        x, n = ctx.saved_tensors
+        n = _keep(n, x.shape, ctx.dims, ctx.keepdim)
         return Sum.apply(t * (x * _safe_reciprocal(n, ctx.out_kept == 0)), ctx.dims, ctx.keepdim)
 
 class Norm1(Function):
