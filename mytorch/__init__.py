@@ -6,59 +6,57 @@ Modules:
 
 __version__ = "0.1.0"
 
+from types import ModuleType as _ModuleType
 from .scalar import Value
 from .gradient_check import gradcheck, GradcheckError
 
-# The modules of Part II in book order: each defines public names and adds methods to Tensor.
-_TENSOR_MODULES = (
-    "mytorch.engine",
-    "mytorch.creation",
-    "mytorch.elementwise",
-    "mytorch.reductions",
-    "mytorch.shape",
-    "mytorch.indexing",
-    "mytorch.linalg",
-)
-# Submodules reachable as attributes (`mytorch.kernels`) without an explicit import.
-_SUBMODULES = {"kernels", "engine", "scalar", "scalar_nn", "gradient_check", "creation", "elementwise", "reductions",
-               "shape", "indexing", "linalg", "autograd", "utils", "datasets", "nn", "optim",
-               "serialization", "training", "diagnostics", "viz", "widgets"}
-# Top-level names from modules outside Part II, as in PyTorch (torch.save / torch.load).
-_OTHER_NAMES = {"save": "mytorch.serialization", "load": "mytorch.serialization", "erf": "mytorch.nn.activation"}
+try:
+    import numpy as _numpy
+except ImportError as _e:   # Part I still works; __getattr__ below explains what is missing
+    _numpy_missing = _e
+else:
+    _numpy_missing = None
+    # Part II, in book order: each chapter adds its functions here and its methods to Tensor.
+    from .engine import *
+    from .creation import *
+    from .elementwise import *
+    from .reductions import *
+    from .shape import *
+    from .indexing import *
+    from .linalg import *
+    globals().update(dtype_aliases)   # mytorch.float, mytorch.double, mytorch.long, ... as in torch
+    # What `import torch` loads too: torch.nn, torch.optim, torch.autograd (with its functional
+    # and forward_ad), torch.utils.data. `from . import x` binds only the submodule's own name.
+    from . import autograd, nn, optim, utils
+    from .autograd import functional as _, forward_ad as _
+    from .nn.activation import erf   # torch.erf; its rule is derived with the other activations
+    del _
 
-
-def _load_tensor_modules():
-    import importlib
-    return [importlib.import_module(m) for m in _TENSOR_MODULES]
+# The public names: what the imports above bound, less the submodules (as in torch.__all__),
+# plus the two that load on first use.
+__all__ = [_n for _n, _v in globals().items() if not _n.startswith("_") and not isinstance(_v, _ModuleType)]
+__all__ += ["save", "load"] if _numpy_missing is None else []
 
 
 def __getattr__(name):
-    if name.startswith("__"):
-        raise AttributeError(name)
-    import importlib
-    if name in _SUBMODULES:
-        return importlib.import_module(f"mytorch.{name}")
-    if name in _OTHER_NAMES:
-        obj = globals()[name] = getattr(importlib.import_module(_OTHER_NAMES[name]), name)
-        return obj
-    modules = _load_tensor_modules()
-    aliases = modules[0].dtype_aliases
-    if name in aliases:
-        obj = aliases[name]
-    else:
-        for mod in reversed(modules):
-            if name in getattr(mod, "__all__", ()):
-                obj = getattr(mod, name)
-                break
-        else:
-            raise AttributeError(f"module 'mytorch' has no attribute {name!r}")
-    globals()[name] = obj
-    return obj
+    "Load what `import mytorch` leaves for first use: `mytorch.save`/`load` and the optional submodules."
+    if name in ("save", "load"):   # torch.save and torch.load
+        from . import serialization
+        return getattr(serialization, name)
+    if not name.startswith("_"):
+        import importlib
+        try:
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}": raise
+    if _numpy_missing is not None:
+        raise AttributeError(f"mytorch.{name} is not available: the tensor engine needs NumPy, which did not import "
+                             f"({_numpy_missing}). Install it with `pip install numpy`; without it, mytorch offers "
+                             f"only the scalar engine (mytorch.Value, mytorch.gradcheck).")
+    raise AttributeError(f"module 'mytorch' has no attribute {name!r}")
 
 
 def __dir__():
-    names = set(globals())
-    for m in _TENSOR_MODULES:
-        import importlib
-        names.update(getattr(importlib.import_module(m), "__all__", ()))
-    return sorted(names)
+    import pkgutil
+    lazy = (m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
+    return sorted({*globals(), *__all__, *lazy})

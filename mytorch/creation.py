@@ -18,6 +18,7 @@ import operator
 import warnings
 import numpy as np
 from .engine import *
+from .scalar import patch
 from .engine import _user_origin, _grad_mode, _default, _edge, _forward_ad, _push_tangents
 
 # %% ../nbs/11_creation.ipynb #fbedc318
@@ -94,24 +95,27 @@ def _check_device(d, api:str):
                            "`'cuda' if mytorch.cuda.is_available() else 'cpu'` gets the CPU automatically.")
 
 # %% ../nbs/11_creation.ipynb #01e29c2f
-def _tensor_device(self) -> device:
+@patch(as_prop=True)
+def device(self:Tensor) -> device:
     "The device this tensor lives on: always device('cpu') in MyTorch."
     return _CPU
 
-Tensor.device = property(_tensor_device)
-Tensor.is_cuda = property(lambda self: False, doc="False: MyTorch has no GPU tensors.")
+@patch(as_prop=True)
+def is_cuda(self:Tensor) -> bool:
+    "False: MyTorch has no GPU tensors."
+    return False
 
-def _cpu(self) -> Tensor:
+@patch
+def cpu(self:Tensor) -> Tensor:
     "This tensor on the CPU: the tensor itself, since every MyTorch tensor is there already."
     return self
 
-def _cuda(self, device=None, non_blocking:bool=False):
+@patch
+def cuda(self:Tensor, device=None, non_blocking:bool=False):
     "Refused: MyTorch has no GPU tensors."
     raise RuntimeError(f"Tensor.cuda(): MyTorch runs on the CPU only, so this tensor (shape {self.shape}, made at "
                        f"{self.origin}) cannot be moved to a GPU. Remove the .cuda() call, or write "
                        "x.to(device) with device = 'cuda' if mytorch.cuda.is_available() else 'cpu'.")
-
-Tensor.cpu, Tensor.cuda = _cpu, _cuda
 
 # %% ../nbs/11_creation.ipynb #ce07eabd
 class _Cuda:
@@ -455,24 +459,26 @@ def randn_like(input:Tensor, generator:Generator=None, dtype=None, device=None, 
     return randn(input.shape, generator=generator, dtype=input.dtype if dtype is None else dtype, device=device,
                  requires_grad=requires_grad)
 
-def _new_zeros(self, *size, dtype=None, device=None, requires_grad:bool=False) -> Tensor:
+@patch
+def new_zeros(self:Tensor, *size, dtype=None, device=None, requires_grad:bool=False) -> Tensor:
     "Zeros of the given size, with this tensor's dtype unless `dtype` is given."
     return zeros(*size, dtype=self.dtype if dtype is None else dtype, device=device, requires_grad=requires_grad)
 
-def _new_ones(self, *size, dtype=None, device=None, requires_grad:bool=False) -> Tensor:
+@patch
+def new_ones(self:Tensor, *size, dtype=None, device=None, requires_grad:bool=False) -> Tensor:
     "Ones of the given size, with this tensor's dtype unless `dtype` is given."
     return ones(*size, dtype=self.dtype if dtype is None else dtype, device=device, requires_grad=requires_grad)
 
-def _new_empty(self, *size, dtype=None, device=None, requires_grad:bool=False) -> Tensor:
+@patch
+def new_empty(self:Tensor, *size, dtype=None, device=None, requires_grad:bool=False) -> Tensor:
     "An uninitialised tensor of the given size, with this tensor's dtype unless `dtype` is given."
     return empty(*size, dtype=self.dtype if dtype is None else dtype, device=device, requires_grad=requires_grad)
 
-def _new_full(self, size, fill_value, dtype=None, device=None, requires_grad:bool=False) -> Tensor:
+@patch
+def new_full(self:Tensor, size, fill_value, dtype=None, device=None, requires_grad:bool=False) -> Tensor:
     "`fill_value` everywhere, in the given size, with this tensor's dtype unless `dtype` is given."
     return full(size, fill_value, dtype=self.dtype if dtype is None else dtype, device=device,
                 requires_grad=requires_grad)
-
-Tensor.new_zeros, Tensor.new_ones, Tensor.new_empty, Tensor.new_full = _new_zeros, _new_ones, _new_empty, _new_full
 
 # %% ../nbs/11_creation.ipynb #86a91422
 class ToCopy(Function):
@@ -487,7 +493,8 @@ class ToCopy(Function):
     def jvp(ctx, t, _): return ToCopy.apply(t, ctx.dtype) if np.dtype(ctx.dtype).kind == 'f' else None
 
 # %% ../nbs/11_creation.ipynb #a624dc2f
-def _to(self, *args, dtype=None, device=None, non_blocking:bool=False, copy:bool=False) -> Tensor:
+@patch
+def to(self:Tensor, *args, dtype=None, device=None, non_blocking:bool=False, copy:bool=False) -> Tensor:
     "This tensor with another dtype: to(dtype), to(device), to(device, dtype), to(other); itself if nothing changes."
     for a in args:
         if isinstance(a, Tensor): dtype = a._data.dtype if dtype is None else dtype
@@ -504,22 +511,42 @@ def _to(self, *args, dtype=None, device=None, non_blocking:bool=False, copy:bool
     if dt == self._data.dtype and not copy: return self
     return ToCopy.apply(self, dt)
 
-def _cast_method(dt:np.dtype, name:str):
-    "A method converting to `dt` (the tensor itself if it already has that dtype)."
-    def cast(self) -> Tensor: return self if self._data.dtype == dt else ToCopy.apply(self, dt)
-    cast.__name__, cast.__qualname__, cast.__doc__ = name, f"Tensor.{name}", f"This tensor as {dt} (itself if it already is)."
-    return cast
-
-def _type_as(self, other:Tensor) -> Tensor:
+@patch
+def type_as(self:Tensor, other:Tensor) -> Tensor:
     "This tensor converted to `other`'s dtype."
     if not isinstance(other, Tensor):
         raise TypeError(f"type_as(): argument 'other' must be a Tensor, not {type(other).__name__}.")
-    return _to(self, other._data.dtype)
+    return self.to(other._data.dtype)
 
-Tensor.to, Tensor.type_as = _to, _type_as
-for _name, _dt in (('float', float32), ('double', float64), ('half', float16), ('long', int64), ('int', int32),
-                   ('bool', bool_)):
-    setattr(Tensor, _name, _cast_method(_dt, _name))
+@patch
+def float(self:Tensor) -> Tensor:
+    "This tensor as float32 (itself if it already is)."
+    return self if self._data.dtype == float32 else ToCopy.apply(self, float32)
+
+@patch
+def double(self:Tensor) -> Tensor:
+    "This tensor as float64 (itself if it already is)."
+    return self if self._data.dtype == float64 else ToCopy.apply(self, float64)
+
+@patch
+def half(self:Tensor) -> Tensor:
+    "This tensor as float16 (itself if it already is)."
+    return self if self._data.dtype == float16 else ToCopy.apply(self, float16)
+
+@patch
+def long(self:Tensor) -> Tensor:
+    "This tensor as int64 (itself if it already is)."
+    return self if self._data.dtype == int64 else ToCopy.apply(self, int64)
+
+@patch
+def int(self:Tensor) -> Tensor:
+    "This tensor as int32 (itself if it already is)."
+    return self if self._data.dtype == int32 else ToCopy.apply(self, int32)
+
+@patch
+def bool(self:Tensor) -> Tensor:
+    "This tensor as bool (itself if it already is)."
+    return self if self._data.dtype == bool_ else ToCopy.apply(self, bool_)
 
 # %% ../nbs/11_creation.ipynb #33148f39
 class Clone(Function):
@@ -535,15 +562,17 @@ def clone(input:Tensor) -> Tensor:
     "A copy of `input` in new memory, in the graph (its gradient passes straight through)."
     return Clone.apply(input, 'K')
 
-def _contiguous(self) -> Tensor:
+@patch
+def contiguous(self:Tensor) -> Tensor:
     "This tensor in row-major (C) layout: itself if it already is, else a copy that stays in the graph."
     return self if self._data.flags.c_contiguous else Clone.apply(self, 'C')
 
-def _is_contiguous(self) -> bool:
+@patch
+def is_contiguous(self:Tensor) -> bool:
     "Whether this tensor's elements are laid out in row-major (C) order."
     return self._data.flags.c_contiguous
 
-Tensor.clone, Tensor.contiguous, Tensor.is_contiguous = clone, _contiguous, _is_contiguous
+Tensor.clone = clone   # the functional is the method
 
 # %% ../nbs/11_creation.ipynb #eab23d55
 def _one_number(self, what:str):
@@ -553,10 +582,14 @@ def _one_number(self, what:str):
                          f"{self.shape} ({self._data.size} elements), made at {self.origin}. Index or reduce it first.")
     return self._data.item()
 
-def _float(self) -> float: return float(_one_number(self, 'float'))
-def _int(self) -> int: return int(_one_number(self, 'int'))
+@patch
+def __float__(self:Tensor) -> float: return float(_one_number(self, 'float'))
 
-def _bool(self) -> bool:
+@patch
+def __int__(self:Tensor) -> int: return int(_one_number(self, 'int'))
+
+@patch
+def __bool__(self:Tensor) -> bool:
     n = self._data.size
     if n != 1:
         raise RuntimeError(f"Boolean value of Tensor with {'no values' if n == 0 else 'more than one value'} is "
@@ -564,20 +597,20 @@ def _bool(self) -> bool:
                            ".all() (or compare its .numel() to 0).")
     return bool(self._data.item())
 
-def _index(self) -> int:
+@patch
+def __index__(self:Tensor) -> int:
     if self._data.dtype.kind not in 'iu' or self._data.size != 1:
         raise TypeError(f"only integer tensors of a single element can be converted to an index; this one is "
                         f"{self.dtype} with shape {self.shape} (made at {self.origin}).")
     return int(self._data.item())
 
-def _format(self, spec:str) -> str:
+@patch
+def __format__(self:Tensor, spec:str) -> str:
     if self._data.size == 1 and (spec or self._data.ndim == 0): return format(self._data.item(), spec)
     if not spec: return repr(self)
     raise TypeError(f"format spec {spec!r} needs a one-element tensor, got shape {self.shape} (made at "
                     f"{self.origin}). Format the elements one by one, e.g. "
                     f"[format(v, {spec!r}) for v in t.tolist()], or reduce the tensor first.")
-
-Tensor.__float__, Tensor.__int__, Tensor.__bool__, Tensor.__index__, Tensor.__format__ = _float, _int, _bool, _index, _format
 
 # %% ../nbs/11_creation.ipynb #8c50ee59
 class Fill(Function):
@@ -632,11 +665,13 @@ def _floating(self, op:str):
         raise TypeError(f"{op} fills with floating-point numbers, so it cannot fill this {self.dtype} tensor "
                         f"(made at {self.origin}). Use randint(low, high, size) for random integers.")
 
-def _zero_(self) -> Tensor:
+@patch
+def zero_(self:Tensor) -> Tensor:
     "Set every element to 0, in place."
     return _overwrite(self, 0, 'zero_()')
 
-def _fill_(self, value) -> Tensor:
+@patch
+def fill_(self:Tensor, value) -> Tensor:
     "Set every element to `value` (a number or a one-element tensor), in place."
     if isinstance(value, Tensor):
         if value._data.size != 1:
@@ -645,7 +680,8 @@ def _fill_(self, value) -> Tensor:
         return _overwrite(self, value._data.reshape(()), 'fill_()', value)
     return _overwrite(self, value, 'fill_()')
 
-def _uniform_(self, a:float=0.0, b:float=1.0, generator:Generator=None) -> Tensor:
+@patch
+def uniform_(self:Tensor, a:float=0.0, b:float=1.0, generator:Generator=None) -> Tensor:
     "Fill with uniform random numbers on [a, b), in place."
     _floating(self, 'uniform_()')
     a, b = float(a), float(b)
@@ -654,7 +690,8 @@ def _uniform_(self, a:float=0.0, b:float=1.0, generator:Generator=None) -> Tenso
     u *= b - a; u += a
     return _overwrite(self, u, 'uniform_()')
 
-def _normal_(self, mean:float=0.0, std:float=1.0, generator:Generator=None) -> Tensor:
+@patch
+def normal_(self:Tensor, mean:float=0.0, std:float=1.0, generator:Generator=None) -> Tensor:
     "Fill with normal random numbers of the given mean and standard deviation, in place."
     _floating(self, 'normal_()')
     mean, std = float(mean), float(std)
@@ -663,19 +700,21 @@ def _normal_(self, mean:float=0.0, std:float=1.0, generator:Generator=None) -> T
     z *= std; z += mean
     return _overwrite(self, z, 'normal_()')
 
-Tensor.zero_, Tensor.fill_, Tensor.uniform_, Tensor.normal_ = _zero_, _fill_, _uniform_, _normal_
-
 # %% ../nbs/11_creation.ipynb #c8a0ffb9
-def _element_size(self) -> int:
+@patch
+def element_size(self:Tensor) -> int:
     "Bytes per element: 4 for float32, 8 for float64 and int64, 1 for bool."
     return self._data.itemsize
 
-def _is_floating_point(self) -> bool:
+@patch
+def is_floating_point(self:Tensor) -> bool:
     "Whether the dtype is a floating-point one (float16, float32, float64)."
     return self._data.dtype.kind == 'f'
 
-Tensor.element_size, Tensor.is_floating_point = _element_size, _is_floating_point
-Tensor.nbytes = property(lambda self: self._data.size * self._data.itemsize, doc="Bytes of all elements: numel() * element_size().")
+@patch(as_prop=True)
+def nbytes(self:Tensor) -> int:
+    "Bytes of all elements: numel() * element_size()."
+    return self._data.size * self._data.itemsize
 
 # %% ../nbs/11_creation.ipynb #d2458ffa
 class _VariableType:
@@ -721,7 +760,8 @@ _LEGACY = {n: _LegacyTensorType(n, d) for n, d in (
     ('IntTensor', int32), ('ShortTensor', int16), ('CharTensor', int8), ('ByteTensor', uint8), ('BoolTensor', bool_))}
 FloatTensor, DoubleTensor, HalfTensor, LongTensor, IntTensor, ShortTensor, CharTensor, ByteTensor, BoolTensor = _LEGACY.values()
 
-def _type(self, dtype=None, non_blocking:bool=False):
+@patch
+def type(self:Tensor, dtype=None, non_blocking:bool=False):
     "With no argument, the legacy type name ('mytorch.FloatTensor'); otherwise this tensor converted to `dtype`."
     if dtype is None:
         return next((f"mytorch.{n}" for n, t in _LEGACY.items() if t.dtype == self._data.dtype), "mytorch.Tensor")
@@ -731,6 +771,4 @@ def _type(self, dtype=None, non_blocking:bool=False):
             raise TypeError(f"Tensor.type(): invalid type {dtype!r}; use a dtype or a name such as "
                             "'mytorch.FloatTensor'.")
         dtype = t
-    return _to(self, dtype.dtype if isinstance(dtype, _LegacyTensorType) else dtype)
-
-Tensor.type = _type
+    return self.to(dtype.dtype if isinstance(dtype, _LegacyTensorType) else dtype)

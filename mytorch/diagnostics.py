@@ -17,6 +17,7 @@ import textwrap
 from dataclasses import dataclass, fields, replace
 import numpy as np
 from .engine import Tensor, is_grad_enabled
+from .scalar import patch
 from .nn.module import Module
 from .nn.activation import Tanh, Sigmoid, Softsign, Hardtanh, Hardsigmoid, ReLU, ReLU6
 
@@ -168,8 +169,9 @@ class TrainingMonitor:
                 f"recorded)")
 
 # %% ../nbs/35_diagnostics.ipynb #f5ea53de
-def _record(self,
-            learning_rate:float=None): # the step size optimizer.step() is about to use; None skips the update ratios
+@patch
+def record(self:TrainingMonitor,
+           learning_rate:float=None): # the step size optimizer.step() is about to use; None skips the update ratios
     "Record this step: call after loss.backward() and before optimizer.step()."
     if not self._handles:
         raise RuntimeError("record() reads what the monitor's hooks saw: use the monitor as a context manager, "
@@ -195,10 +197,9 @@ def _record(self,
     self.history.append(Record(step, learning_rate, layers, stats))
     self._pending, self.steps = {}, step + 1
 
-TrainingMonitor.record = _record
-
 # %% ../nbs/35_diagnostics.ipynb #43a3c8fa
-def _layer_stats(self, name:str, outs:list) -> LayerStats:
+@patch
+def _layer_stats(self:TrainingMonitor, name:str, outs:list) -> LayerStats:
     m = self._modules[name]
     arrays = [a for _, a in outs]
     a = arrays[0].ravel() if len(arrays) == 1 else np.concatenate([x.ravel() for x in arrays])
@@ -232,8 +233,6 @@ def _param_stats(p:Tensor, lr:float) -> ParamStats:
             if lr is not None and s.grad_data > 0: s.update = math.log10(lr * s.grad_data)
     return s
 
-TrainingMonitor._layer_stats = _layer_stats
-
 # %% ../nbs/35_diagnostics.ipynb #e4a9bb22
 def _layer_names(records:list) -> list:
     "Layer names in forward order, over `records`."
@@ -253,9 +252,11 @@ def _mean(values) -> float:
     return float(np.mean(v)) if v else None
 
 # %% ../nbs/35_diagnostics.ipynb #8ca0861e
-def _window(self) -> list: return self.history[-self.thresholds.window:] if self.thresholds.window > 0 else []
+@patch
+def _window(self:TrainingMonitor) -> list: return self.history[-self.thresholds.window:] if self.thresholds.window > 0 else []
 
-def _gradient_ratios(self, records:list=None) -> dict:
+@patch
+def gradient_ratios(self:TrainingMonitor, records:list=None) -> dict:
     "Layer name -> median over `records` (default: the judged window) of its output-gradient rms / the output layer's."
     per = {}
     for r in (self._window() if records is None else records):
@@ -265,22 +266,22 @@ def _gradient_ratios(self, records:list=None) -> dict:
         for n in names: per.setdefault(n, []).append(r.layers[n].grad_rms / ref)
     return {n: float(np.median(v)) for n, v in per.items()}
 
-def _saturation(self, records:list=None) -> float:
+@patch
+def saturation(self:TrainingMonitor, records:list=None) -> float:
     "Mean saturated fraction over the saturating layers and `records` (default: the judged window); None without any."
     return _mean(s.saturated for r in (self._window() if records is None else records) for s in r.layers.values())
 
-def _gradient_ratio(self, records:list=None) -> float:
+@patch
+def gradient_ratio(self:TrainingMonitor, records:list=None) -> float:
     "The gradient ratio (see gradient_ratios) of the first layer that received a gradient."
     ratios = self.gradient_ratios(records)
     return next(iter(ratios.values()), None)
 
-TrainingMonitor._window, TrainingMonitor.gradient_ratios = _window, _gradient_ratios
-TrainingMonitor.saturation, TrainingMonitor.gradient_ratio = _saturation, _gradient_ratio
-
 # %% ../nbs/35_diagnostics.ipynb #cfc3b016
 def _fmt(x, spec:str) -> str: return '-' if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
 
-def _layer_table(self, records:list=None) -> str:
+@patch
+def layer_table(self:TrainingMonitor, records:list=None) -> str:
     "Per layer, averaged over `records` (default: the judged window): output mean, std, saturated and dead fractions, gradient rms and ratio."
     records = self._window() if records is None else records
     ratios = self.gradient_ratios(records)
@@ -296,7 +297,8 @@ def _layer_table(self, records:list=None) -> str:
                      _fmt(dead, '.0%'), _fmt(_median(s.grad_rms for s in st), '.2e'), _fmt(ratios.get(n), '.2e')))
     return _table(rows)
 
-def _parameter_table(self, records:list=None) -> str:
+@patch
+def parameter_table(self:TrainingMonitor, records:list=None) -> str:
     "Per trainable parameter, medians over `records` (default: the judged window): data and gradient rms, grad:data, log10 update ratio."
     records = self._window() if records is None else records
     rows = [('parameter', 'shape', 'data rms', 'grad rms', 'grad:data', 'log10 update')]
@@ -311,8 +313,6 @@ def _table(rows:list) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     line = lambda r: '  '.join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
     return '\n'.join([line(rows[0]), '-' * len(line(rows[0])), *map(line, rows[1:])])
-
-TrainingMonitor.layer_table, TrainingMonitor.parameter_table = _layer_table, _parameter_table
 
 # %% ../nbs/35_diagnostics.ipynb #82695563
 def _pyplot():
@@ -396,7 +396,8 @@ class Finding:
 
 RULES = []   # the rule functions, in report order; each rule below appends itself
 
-def _findings(self, records:list=None) -> list: # default: the judged window, the last `thresholds.window` records
+@patch
+def findings(self:TrainingMonitor, records:list=None) -> list: # default: the judged window, the last `thresholds.window` records
     "Every Finding of every rule in RULES, over the judged window or the given records."
     records = self._window() if records is None else list(records)
     if not records: return []
@@ -404,14 +405,13 @@ def _findings(self, records:list=None) -> list: # default: the judged window, th
     for rule in RULES: found += rule(self, records, self.thresholds, found)
     return found
 
-def _report(self, records:list=None) -> str:
+@patch
+def report(self:TrainingMonitor, records:list=None) -> str:
     "The findings as text: 'diagnosis: N finding(s)', then one block per finding."
     fs = self.findings(records)
     head = f"diagnosis: {len(fs)} finding(s)"
     if not self.history: head += " (nothing recorded yet)"
     return '\n\n'.join([head, *map(str, fs)])
-
-TrainingMonitor.findings, TrainingMonitor.report = _findings, _report
 
 # %% ../nbs/35_diagnostics.ipynb #e6b9af38
 def check_nonfinite(monitor, records, th, found) -> list:

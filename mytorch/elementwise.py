@@ -103,13 +103,7 @@ def _float_data(x:Tensor) -> np.ndarray:
 def _is_number(v) -> bool:
     return isinstance(v, (int, float, np.number)) and not isinstance(v, (bool, np.bool_))
 
-def _pair(input, other, verb:str):
-    "(input, other) as Tensors for a functional binary op: `_operands`, with a TypeError where a method returns NotImplemented."
-    ops = _operands(input, other, verb) if isinstance(input, Tensor) else None
-    if ops is None:
-        raise TypeError(f"cannot {verb} {type(input).__name__} and {type(other).__name__}: the first argument "
-                        f"must be a Tensor and the second a Tensor or a number.")
-    return ops
+
 
 # %% ../nbs/12_elementwise.ipynb #8ee745b3
 class Neg(Function):
@@ -187,23 +181,23 @@ class Div(Function):
 def add(input:Tensor, other, alpha=1) -> Tensor:
     "input + alpha * other, elementwise"
     if alpha != 1: other = other * alpha
-    return Add.apply(*_pair(input, other, 'add'))
+    return Add.apply(*_operands(input, other, 'add', functional=True))
 
 def sub(input:Tensor, other, alpha=1) -> Tensor:
     "input - alpha * other, elementwise"
     if alpha != 1: other = other * alpha
-    return Sub.apply(*_pair(input, other, 'subtract'))
+    return Sub.apply(*_operands(input, other, 'subtract', functional=True))
 
 def mul(input:Tensor, other) -> Tensor:
     "input * other, elementwise"
-    return Mul.apply(*_pair(input, other, 'multiply'))
+    return Mul.apply(*_operands(input, other, 'multiply', functional=True))
 
 def div(input:Tensor, other, rounding_mode=None) -> Tensor:
     "input / other, elementwise (true division)"
     if rounding_mode is not None:
         raise NotImplementedError(f"div(rounding_mode={rounding_mode!r}) is not implemented in MyTorch; only true "
                                   "division (rounding_mode=None) is.")
-    return Div.apply(*_pair(input, other, 'divide'))
+    return Div.apply(*_operands(input, other, 'divide', functional=True))
 
 def neg(input:Tensor) -> Tensor:
     "-input, elementwise"
@@ -236,7 +230,7 @@ def __neg__(self:Tensor): return Neg.apply(self)
 
 # %% ../nbs/12_elementwise.ipynb #a68bb4a5
 def _compare(ufunc, input, other, verb:str) -> Tensor:
-    a, b = _pair(input, other, verb)
+    a, b = _operands(input, other, verb, functional=True)
     return Tensor(ufunc(a._data, b._data))
 
 def eq(input:Tensor, other) -> Tensor:
@@ -326,7 +320,7 @@ def _mask(g:Tensor, m:np.ndarray) -> Tensor:
     return Mul.apply(g, Tensor(m.astype(g._data.dtype, copy=False)))
 
 class Where(Function):
-    "where(c, a, b): da = g where c, else 0; db = g where not c, else 0"
+    "where(c, a, b): da = g * [c], db = g * [not c]"
     @staticmethod
     def forward(ctx, cond, a, b):
         ctx.save_for_backward(cond)
@@ -349,8 +343,8 @@ def where(condition:Tensor, input, other) -> Tensor:
         got = condition.dtype if isinstance(condition, Tensor) else type(condition).__name__
         raise TypeError(f"where expects a bool tensor as the condition, got {got}. Compare first, e.g. where(x > 0, "
                         "x, 0.0).")
-    if isinstance(input, Tensor): a, b = _pair(input, other, 'select between')
-    elif isinstance(other, Tensor): b, a = _pair(other, input, 'select between')
+    if isinstance(input, Tensor): a, b = _operands(input, other, 'select between', functional=True)
+    elif isinstance(other, Tensor): b, a = _operands(other, input, 'select between', functional=True)
     elif _is_number(input) and _is_number(other):
         dt = _default.dtype if isinstance(input, float) or isinstance(other, float) else int64
         a, b = Tensor(np.asarray(input, dtype=dt)), Tensor(np.asarray(other, dtype=dt))
@@ -389,10 +383,11 @@ class Log(Elementwise):
                                 "log-probabilities use log_softmax on the logits rather than log(softmax(...)).")
         ctx.save_for_backward(x)
         return _compute(np.log, d)
+    reciprocal = True   # d/dx log x = 1 / x: the rules divide by x
     @staticmethod
     def derivative(ctx):
         x, = ctx.saved_tensors
-        return 1.0 / x
+        return x
 
 class Log1p(Elementwise):
     "log1p(x): dx = g / (1 + x)"
@@ -404,10 +399,11 @@ class Log1p(Elementwise):
                                 "keep 1 + x positive, e.g. log1p(x.clamp(min=-1 + 1e-12)).")
         ctx.save_for_backward(x)
         return _compute(np.log1p, d)
+    reciprocal = True   # the rules divide by 1 + x
     @staticmethod
     def derivative(ctx):
         x, = ctx.saved_tensors
-        return 1.0 / (x + 1.0)
+        return x + 1.0
 
 def exp(input:Tensor) -> Tensor:
     "e ** input, elementwise"
@@ -443,7 +439,7 @@ def _pow_scalar_slope_check(node, x:Tensor, n, phase:str='backward pass'):
                             "e.g. (x + eps) ** n.", node, phase)
 
 class PowScalar(Function):
-    "x ** n (n a number): dx = g * n * x ** (n - 1), and 0 where n == 0"
+    "x ** n (n a number): dx = g * n * x ** (n - 1) * [n != 0]"
     @staticmethod
     def forward(ctx, x, n):
         d = x._data
@@ -514,7 +510,7 @@ def _pow_grad_exponent(node, g, a, b, y, phase:str='backward pass'):
     return Mul.apply(g, Mul.apply(y, Log.apply(a)))
 
 class Pow(Function):
-    "a ** b: da = g * b * a ** (b - 1) (0 where b == 0); db = g * a ** b * log(a) (0 where a == 0, b >= 0)"
+    "a ** b: da = g * b * a ** (b - 1) * [b != 0], db = g * a ** b * log(a)"
     @staticmethod
     def forward(ctx, a, b):
         ad, bd = a._data, b._data
@@ -549,13 +545,15 @@ def pow(input, exponent) -> Tensor:
     raise TypeError(f"pow takes a Tensor and a Tensor or a number, got {type(input).__name__} and "
                     f"{type(exponent).__name__}.")
 
-def _pow_method(self, other):
+@patch
+def __pow__(self:Tensor, other):
     if not isinstance(other, Tensor) and not _is_number(other): return NotImplemented
     return pow(self, other)
 
-def _rpow_method(self, other): return pow(other, self) if _is_number(other) else NotImplemented
+@patch
+def __rpow__(self:Tensor, other): return pow(other, self) if _is_number(other) else NotImplemented
 
-Tensor.pow, Tensor.__pow__, Tensor.__rpow__ = pow, _pow_method, _rpow_method
+Tensor.pow = pow   # the functional is the method
 
 # %% ../nbs/12_elementwise.ipynb #9224b2a7
 def square(input:Tensor) -> Tensor:
@@ -588,11 +586,12 @@ class Sqrt(Elementwise):
         y = Tensor(_compute(np.sqrt, d), _origin=x._origin)
         ctx.save_for_backward(x, y)
         return y
+    reciprocal = True   # the rules divide by 2 sqrt(x)
     @staticmethod
     def derivative(ctx):
         x, y = ctx.saved_tensors
         _sqrt_slope_check(ctx, x, y)
-        return 0.5 / y
+        return y * 2.0
 
 class Rsqrt(Elementwise):
     "rsqrt(x): dx = -g * rsqrt(x) ** 3 / 2"
@@ -722,7 +721,7 @@ def _relu_pass(y:np.ndarray) -> np.ndarray:
     return y != 0
 
 class Relu(Elementwise):
-    "relu(x): dx = g where x > 0 (or x is nan), else 0"
+    "relu(x): dx = g * [not x <= 0]"
     @staticmethod
     def forward(ctx, x):
         y = Tensor(np.maximum(x._data, 0), _origin=x._origin)
@@ -743,7 +742,7 @@ def _clamp_keep(ctx) -> np.ndarray:
     return keep
 
 class Clamp(Elementwise):
-    "clamp(x, min, max): dx = g where min <= x <= max, else 0"
+    "clamp(x, min, max): dx = g * [min <= x <= max]"
     @staticmethod
     def forward(ctx, x, lo, hi):
         d = x._data
@@ -767,7 +766,7 @@ def _weighted_tangents(ta, wa, tb, wb):
     return _mask(ta, wa) if tb is None else Add.apply(_mask(ta, wa), _mask(tb, wb))
 
 class Maximum(Function):
-    "maximum(a, b): da = g where a > b, g / 2 where a == b; db = g where b > a, g / 2 where a == b"
+    "maximum(a, b): da = g * ([a > b] + [a == b] / 2), db = g * ([b > a] + [a == b] / 2)"
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
@@ -784,7 +783,7 @@ class Maximum(Function):
         return _weighted_tangents(ta, wa, tb, wb)
 
 class Minimum(Function):
-    "minimum(a, b): da = g where a < b, g / 2 where a == b; db = g where b < a, g / 2 where a == b"
+    "minimum(a, b): da = g * ([a < b] + [a == b] / 2), db = g * ([b < a] + [a == b] / 2)"
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
@@ -826,11 +825,11 @@ clip = clamp
 
 def maximum(input:Tensor, other:Tensor) -> Tensor:
     "The larger of input and other, elementwise (the gradient is split equally on ties)"
-    return Maximum.apply(*_pair(input, other, 'take the maximum of'))
+    return Maximum.apply(*_operands(input, other, 'take the maximum of', functional=True))
 
 def minimum(input:Tensor, other:Tensor) -> Tensor:
     "The smaller of input and other, elementwise (the gradient is split equally on ties)"
-    return Minimum.apply(*_pair(input, other, 'take the minimum of'))
+    return Minimum.apply(*_operands(input, other, 'take the minimum of', functional=True))
 
 Tensor.abs, Tensor.sign, Tensor.relu, Tensor.clamp, Tensor.maximum, Tensor.minimum = abs, sign, relu, clamp, maximum, minimum
 Tensor.__abs__, Tensor.clip = abs, clamp   # PyTorch's aliases

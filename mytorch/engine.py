@@ -25,9 +25,9 @@ class _GradMode:
 _grad_mode = _GradMode()
 
 class _ForwardAD:
-    "How many `dual_level`s are open (forward mode, at the end of this chapter), and their dual tensors."
-    __slots__ = ('level', 'duals')
-    def __init__(self): self.level, self.duals = 0, []
+    "How many `dual_level`s are open (forward mode, chapter 19), their dual tensors, and the rule runner it installs."
+    __slots__ = ('level', 'duals', 'push')
+    def __init__(self): self.level, self.duals, self.push = 0, [], None
 
 _forward_ad = _ForwardAD()
 
@@ -465,8 +465,12 @@ def _broadcast_check(a:Tensor, b:Tensor, verb:str):
         f"  Or opt into NumPy's rules: mytorch.set_broadcast_policy(\"numpy\").")
 
 # %% ../nbs/10_tensor.ipynb #88da5aa5
-def _operands(a, b, verb:str):
-    "Both operands as Tensors, checked for broadcasting; None if `b` is not a Tensor or a number."
+def _operands(a, b, verb:str, functional:bool=False):
+    "Both operands as Tensors, checked for broadcasting; None if they are not a Tensor and a Tensor or number (a TypeError for a `functional` form)."
+    if functional and not (isinstance(a, Tensor) and (isinstance(b, Tensor) or (isinstance(b, (int, float, np.number))
+                                                                               and not isinstance(b, (bool, np.bool_))))):
+        raise TypeError(f"cannot {verb} {type(a).__name__} and {type(b).__name__}: the first argument "
+                        f"must be a Tensor and the second a Tensor or a number.")
     if not isinstance(b, Tensor):
         if isinstance(b, (bool, np.bool_)) or not isinstance(b, (int, float, np.number)): return None
         dt = a._data.dtype
@@ -549,6 +553,7 @@ def sum_to_size(self:Tensor, *shape) -> Tensor:
 # %% ../nbs/10_tensor.ipynb #63305f68
 class Elementwise(Function):
     "Base of a unary elementwise op y = f(x): a subclass writes `forward` and `derivative(ctx)`, f'(x); backward and jvp follow."
+    reciprocal = False   # True when `derivative` returns d with f'(x) = 1 / d: the rules divide by d
     @staticmethod
     def derivative(ctx):
         raise NotImplementedError("an Elementwise Function must define a static derivative(ctx) returning f'(x)")
@@ -556,7 +561,7 @@ class Elementwise(Function):
     def _times_derivative(cls, ctx, v) -> Tensor:
         d = cls.derivative(ctx)
         if not isinstance(d, Tensor): d = Tensor(np.asarray(d, dtype=v._data.dtype), _origin=ctx._origin)
-        return Mul.apply(v, d)
+        return v / d if cls.reciprocal else Mul.apply(v, d)   # `/` is the elementwise chapter's Div
     @classmethod
     def backward(cls, ctx, g):
         "g * f'(x), and no gradient for the op's non-tensor arguments."

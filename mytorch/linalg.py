@@ -64,7 +64,7 @@ def _dtype_error(a:Tensor, b:Tensor, op:str) -> TypeError:
                      f"of them, e.g. with .double() or .float().")
 
 class MatMul(Function):
-    "a @ b: da = g @ mT(b), db = mT(a) @ g (vectors promoted to matrices; broadcast batch dims summed by the engine)"
+    "a @ b: da = g @ mT(b), db = mT(a) @ g"
     @staticmethod
     def forward(ctx, a, b):
         A, B = a._data, b._data

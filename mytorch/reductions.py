@@ -106,7 +106,7 @@ def _accumulator(x):
 _sum = _quiet(np.sum, over='ignore', invalid='ignore')   # inf + -inf is nan; a float32 total past 3.4e38 is inf
 
 class Sum(Function):
-    "sum(x, dims): dx = expand(g, x.shape), with the reduced dims reinserted first"
+    "sum(x, dims): dx = expand(g)"
     @staticmethod
     def forward(ctx, x, dims, keepdim):
         ctx.in_shape, ctx.dims, ctx.keepdim = x.shape, dims, keepdim
@@ -129,7 +129,7 @@ Tensor.sum = sum
 _mean = _quiet(np.mean, over='ignore', invalid='ignore')
 
 class Mean(Function):
-    "mean(x, dims): dx = expand(g, x.shape) / n, n = the number of elements averaged"
+    "mean(x, dims): dx = expand(g) / n"
     @staticmethod
     def forward(ctx, x, dims, keepdim):
         ctx.in_shape, ctx.dims, ctx.keepdim = x.shape, dims, keepdim
@@ -340,7 +340,7 @@ def _masked_sum(ctx, t, mask:np.ndarray):
     return Sum.apply(t * Tensor(mask, _origin=t._origin), ctx.dims, ctx.keepdim)
 
 class Amax(Function):
-    "amax(x, dims): dx = expand(g) * [x == amax(x)] / (number of tied maxima in the slice)"
+    "amax(x, dims): dx = expand(g) * [x == amax(x)] / sum([x == amax(x)])"
     @staticmethod
     def forward(ctx, x, dims, keepdim): return _extreme_forward(ctx, x, dims, keepdim, np.amax)
     @staticmethod
@@ -349,7 +349,7 @@ class Amax(Function):
     def jvp(ctx, t, _, __): return _masked_sum(ctx, t, _even_mask(ctx))
 
 class Amin(Function):
-    "amin(x, dims): dx = expand(g) * [x == amin(x)] / (number of tied minima in the slice)"
+    "amin(x, dims): dx = expand(g) * [x == amin(x)] / sum([x == amin(x)])"
     @staticmethod
     def forward(ctx, x, dims, keepdim): return _extreme_forward(ctx, x, dims, keepdim, np.amin)
     @staticmethod
@@ -493,7 +493,7 @@ def _saved_reduction(ctx, out_kept:np.ndarray, x:Tensor, keepdim:bool) -> Tensor
 
 # %% ../nbs/13_reductions.ipynb #e60ce62a
 class Var(Function):
-    "var(x, dims, c): dx = expand(g) * 2 (x - mean(x)) / (n - c)"
+    "var(x, dims, c): dx = expand(g) * 2 * (x - mean(x)) / (n - c)"
     @staticmethod
     def forward(ctx, x, dims, correction, keepdim):
         ctx.dims, ctx.correction, ctx.keepdim = dims, correction, keepdim
@@ -513,7 +513,7 @@ class Var(Function):
         return s * (2.0 / d) if d > 0 else _by_zero(s * 2.0)
 
 class Std(Function):
-    "std(x, dims, c): dx = expand(g / std(x)) * (x - mean(x)) / (n - c), 0 where std(x) = 0"
+    "std(x, dims, c): dx = expand(g / std(x)) * (x - mean(x)) / (n - c)"
     @staticmethod
     def forward(ctx, x, dims, correction, keepdim):
         ctx.dims, ctx.correction, ctx.keepdim = dims, correction, keepdim
@@ -626,7 +626,7 @@ def _norm2(a:np.ndarray, dims:tuple) -> np.ndarray:
     return out
 
 class Norm2(Function):
-    "norm2(x, dims): dx = x * expand(g / norm2(x)), 0 where the norm is 0"
+    "norm2(x, dims): dx = x * expand(g / norm2(x))"
     @staticmethod
     def forward(ctx, x, dims, keepdim):
         ctx.dims, ctx.keepdim = dims, keepdim

@@ -14,6 +14,7 @@ import math
 import warnings
 import numpy as np
 from .engine import *
+from .scalar import patch
 
 # %% ../nbs/14_shape.ipynb #a659f0ec
 def _where(x) -> str: return f"shape {tuple(x.shape)}, {x.dtype}, made at {x.origin}"
@@ -106,13 +107,14 @@ def reshape(input:Tensor, *shape) -> Tensor:
     "`input`'s elements in row-major order, in a new `shape` (one size may be -1); a view when possible, else a copy."
     return Reshape.apply(input, _resolve_shape(_int_args(shape, 'reshape', 'sizes'), input, 'reshape'))
 
-def _view(self, *shape) -> Tensor:
+@patch
+def view(self:Tensor, *shape) -> Tensor:
     "A view of this tensor with a new `shape`; an error when the memory layout does not allow one."
     if len(shape) == 1 and not isinstance(shape[0], (tuple, list, int, np.integer)):
         raise TypeError(f"view takes sizes; view(dtype) is not supported (got {shape[0]!r}).")
     return View.apply(self, _resolve_shape(_int_args(shape, 'view', 'sizes'), self, 'view'))
 
-Tensor.reshape, Tensor.view = reshape, _view
+Tensor.reshape = reshape   # the functional is the method
 
 # %% ../nbs/14_shape.ipynb #1e29e829
 def flatten(input:Tensor, start_dim:int=0, end_dim:int=-1) -> Tensor:
@@ -139,7 +141,7 @@ def unsqueeze(input:Tensor, dim:int) -> Tensor:
     d = _wrap_dim(dim, input.ndim + 1, input, 'unsqueeze')
     return Reshape.apply(input, input.shape[:d] + (1,) + input.shape[d:])
 
-Tensor.flatten, Tensor.squeeze, Tensor.unsqueeze = flatten, squeeze, unsqueeze
+Tensor.flatten, Tensor.squeeze, Tensor.unsqueeze = flatten, squeeze, unsqueeze   # the functionals are the methods
 
 # %% ../nbs/14_shape.ipynb #c3560dfd
 class Permute(Function):
@@ -197,14 +199,16 @@ def movedim(input:Tensor, source, destination) -> Tensor:
     rest = iter([d for d in range(n) if d not in src])
     return Permute.apply(input, tuple(p if p >= 0 else next(rest) for p in perm))
 
-def _mT(self) -> Tensor:
+@patch(as_prop=True)
+def mT(self:Tensor) -> Tensor:
     "The last two dims swapped: a batch of transposed matrices (a view)."
     if self.ndim < 2:
         raise RuntimeError(f"tensor.mT is only supported on matrices or batches of matrices. Got {self.ndim}-D "
                            f"tensor ({_where(self)}).")
     return transpose(self, -2, -1)
 
-def _T(self) -> Tensor:
+@patch(as_prop=True)
+def T(self:Tensor) -> Tensor:
     "All dims reversed (the transpose of a matrix); deprecated, as in PyTorch, for tensors that are not 2-d."
     if self.ndim != 2:
         warnings.warn("The use of `x.T` on tensors of dimension other than 2 to reverse their shape is deprecated "
@@ -212,8 +216,7 @@ def _T(self) -> Tensor:
                       "reverse the dimensions of a tensor.", UserWarning, stacklevel=2)
     return Permute.apply(self, tuple(range(self.ndim))[::-1])
 
-Tensor.permute, Tensor.transpose, Tensor.swapaxes, Tensor.t, Tensor.movedim = permute, transpose, swapaxes, t, movedim
-Tensor.mT, Tensor.T = property(_mT), property(_T)
+Tensor.permute, Tensor.transpose, Tensor.swapaxes, Tensor.t, Tensor.movedim = permute, transpose, swapaxes, t, movedim   # the functionals are the methods
 
 # %% ../nbs/14_shape.ipynb #f9b10ffc
 def broadcast_to(input:Tensor, size) -> Tensor:
@@ -238,7 +241,7 @@ def broadcast_to(input:Tensor, size) -> Tensor:
                                f"sizes: {list(s)} (made at {input.origin}). Only dims of length 1 can be expanded.")
     return input.expand(tuple(out))
 
-Tensor.broadcast_to = broadcast_to
+Tensor.broadcast_to = broadcast_to   # the functional is the method
 
 # %% ../nbs/14_shape.ipynb #9f530700
 class Pad(Function):
@@ -308,7 +311,7 @@ def pad(input:Tensor, # the tensor to pad
         widths[d] = (b, e)
     return Pad.apply(input, tuple(widths), 0 if value is None else value)
 
-Tensor.narrow = narrow
+Tensor.narrow = narrow   # the functional is the method
 
 # %% ../nbs/14_shape.ipynb #e36732bc
 class Cat(Function):
@@ -420,7 +423,7 @@ def chunk(input:Tensor, chunks:int, dim:int=0) -> tuple:
     size = -(-n // chunks)
     return Split.apply(input, d, (0,) * chunks if n == 0 else _split_sizes(n, size, input, d))
 
-Tensor.split, Tensor.chunk = split, chunk
+Tensor.split, Tensor.chunk = split, chunk   # the functionals are the methods
 
 # %% ../nbs/14_shape.ipynb #c4dae695
 class Stack(Function):
@@ -462,7 +465,7 @@ def unbind(input:Tensor, dim:int=0) -> tuple:
     if input.ndim == 0: raise RuntimeError(f"unbind: a 0-d tensor has no dim to unbind ({_where(input)}).")
     return Unbind.apply(input, _wrap_dim(dim, input.ndim, input, 'unbind'))
 
-Tensor.unbind = unbind
+Tensor.unbind = unbind   # the functional is the method
 
 # %% ../nbs/14_shape.ipynb #ab31e0ae
 class Flip(Function):
@@ -518,7 +521,8 @@ def flip(input:Tensor, *dims) -> Tensor:
     "A copy of `input` with the order reversed along each of `dims`."
     return Flip.apply(input, _wrap_dims(_int_args(dims, 'flip', 'dims'), input.ndim, input, 'flip'))
 
-def _repeat(self, *sizes) -> Tensor:
+@patch
+def repeat(self:Tensor, *sizes) -> Tensor:
     "This tensor tiled `sizes[k]` times along dim k (a copy); extra leading sizes add new dims."
     reps = _int_args(sizes, 'repeat', 'sizes')
     if len(reps) < self.ndim:
@@ -542,4 +546,4 @@ def tril(input:Tensor, diagonal:int=0) -> Tensor:
     _matrix_check(input, 'tril'); _check_int(diagonal, 'tril', 'diagonal')
     return Tril.apply(input, int(diagonal))
 
-Tensor.flip, Tensor.repeat, Tensor.triu, Tensor.tril = flip, _repeat, triu, tril
+Tensor.flip, Tensor.triu, Tensor.tril = flip, triu, tril   # the functionals are the methods

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import mytorch
 from .engine import Tensor, no_grad
+from .scalar import patch
 from .creation import Generator, manual_seed, initial_seed, get_rng_state, set_rng_state, _check_device
 from .serialization import save, load, atomic_write
 
@@ -126,6 +127,11 @@ class Run:
         n = len(self._metrics) if getattr(self, '_read_only', False) else self._count
         return f"Run({str(self.dir)!r}, {self.status}, {n} entr{'y' if n == 1 else 'ies'}, seed={self.seed}, {commit})"
 
+    @classmethod
+    def load(cls, dir) -> 'Run':
+        "The record in `dir` (or at the path of its run.json), as a read-only Run (`_load_run`, below, reads it)."
+        return _load_run(cls, dir)
+
     def __del__(self):
         # A Run dropped without finish(): write what is pending and close the file (its status stays 'running').
         fd = getattr(self, '_fd', None)
@@ -140,8 +146,9 @@ def _now() -> str: return datetime.datetime.now(datetime.timezone.utc).isoformat
 _RUN_FIELDS = ('format', 'version', 'status', 'started', 'ended', 'duration_s', 'seed', 'git', 'config', 'command',
                'cwd', 'environment', 'error')
 
-def _run_log(self, step:int=None, # the training step this entry describes (default: the last step + 1)
-             **metrics): # name=value pairs: numbers, strings, bools, None, one-element tensors
+@patch
+def log(self:Run, step:int=None, # the training step this entry describes (default: the last step + 1)
+        **metrics): # name=value pairs: numbers, strings, bools, None, one-element tensors
     "Append an entry {step, elapsed_s, **metrics} to the record: one line of metrics.jsonl, written at once (or every `save_every` calls)."
     _check_writable(self, 'log')
     if step is None: step = self._next_step
@@ -183,7 +190,8 @@ def _write_header(run):
     head.update(format='mytorch.run', version=2, metrics_file=run.metrics_path.name)
     with atomic_write(run.path, 'w', fsync=run.fsync) as f: f.write(json.dumps(head, indent=1, allow_nan=False) + '\n')
 
-def _run_flush(self):
+@patch
+def flush(self:Run):
     "Write the pending entries to metrics.jsonl now, and sync the file to the disk (unless fsync=False)."
     if getattr(self, '_read_only', False): _check_writable(self, 'flush')
     if self._fd is None: return     # the run has ended: everything is on the disk
@@ -199,8 +207,6 @@ def _leave_busy(run):
     if run._signal is not None:
         (signum, frame), run._signal = run._signal, None
         _terminate(run, signum, frame)
-
-Run.log, Run.flush = _run_log, _run_flush
 
 # %% ../nbs/34_training.ipynb #1290b8c2
 def _end(run, status:str, error:dict=None):
@@ -221,7 +227,8 @@ def _end(run, status:str, error:dict=None):
         _release_signals(run)
         _leave_busy(run)
 
-def _run_finish(self, error:BaseException=None):
+@patch
+def finish(self:Run, error:BaseException=None):
     "End the run: record the end time, the status and the error's traceback if any, and write the record."
     if getattr(self, '_read_only', False): _check_writable(self, 'finish')
     if self.ended is not None: return
@@ -230,8 +237,11 @@ def _run_finish(self, error:BaseException=None):
          {'type': type(error).__name__, 'message': str(error),
           'traceback': ''.join(traceback.format_exception(type(error), error, error.__traceback__))})
 
-def _run_enter(self): return self
-def _run_exit(self, exc_type, exc, tb):
+@patch
+def __enter__(self:Run): return self
+
+@patch
+def __exit__(self:Run, exc_type, exc, tb):
     self.finish(exc)
     return False    # the exception, if any, goes on
 
@@ -250,9 +260,8 @@ def _read_entries(path:Path) -> list:
                              "something else.") from None
     return entries
 
-@classmethod
-def _run_load(cls, dir) -> Run:
-    "The record in `dir` (or at the path of its run.json), as a read-only Run."
+def _load_run(cls, dir) -> Run:
+    "The body of `Run.load`: the record in `dir` (or at the path of its run.json), as a read-only `cls`."
     path = Path(dir)
     if path.is_dir(): path = path / 'run.json'
     try: data = json.loads(path.read_text(encoding='utf-8'))
@@ -273,7 +282,8 @@ def _run_load(cls, dir) -> Run:
         run._metrics = _read_entries(run.metrics_path)
     return run
 
-def _run_curve(self, name:str) -> tuple:
+@patch
+def curve(self:Run, name:str) -> tuple:
     "(steps, values) of the entries that have the metric `name`."
     rows = [(e['step'], e[name]) for e in self.metrics if name in e]
     if not rows:
@@ -281,8 +291,6 @@ def _run_curve(self, name:str) -> tuple:
                        f"{sorted({k for e in self.metrics for k in e} - {'step', 'elapsed_s'})}.")
     steps, values = zip(*rows)
     return list(steps), list(values)
-
-Run.finish, Run.__enter__, Run.__exit__, Run.load, Run.curve = _run_finish, _run_enter, _run_exit, _run_load, _run_curve
 
 # %% ../nbs/34_training.ipynb #63737a9e
 _STOP_SIGNALS = tuple(getattr(signal, name) for name in ('SIGTERM', 'SIGHUP') if hasattr(signal, name))
@@ -393,8 +401,9 @@ def _batch_size(target) -> int:
     return shape[0] if shape else 1
 
 # %% ../nbs/34_training.ipynb #e0824e93
-def _evaluate(self, loader, # batches of (input, target)
-              metrics:dict=None) -> dict: # name -> fn(output, target); default: those of the last fit
+@patch
+def evaluate(self:Trainer, loader, # batches of (input, target)
+             metrics:dict=None) -> dict: # name -> fn(output, target); default: those of the last fit
     "The loss and metrics of the model over `loader`, in eval mode and without recording a graph."
     metrics = self.metrics if metrics is None else metrics
     model, was_training = self.model, self.model.training
@@ -412,10 +421,9 @@ def _evaluate(self, loader, # batches of (input, target)
     if n == 0: raise ValueError("Trainer.evaluate: the loader yielded no batches.")
     return {name: total / n for name, total in totals.items()}
 
-Trainer.evaluate = _evaluate
-
 # %% ../nbs/34_training.ipynb #c7bd3208
-def _train_epoch(self, loader, epoch:int, run, bar) -> dict:
+@patch
+def _train_epoch(self:Trainer, loader, epoch:int, run, bar) -> dict:
     "One pass over `loader`: zero_grad, forward, loss, backward, step per batch; the per-sample averages."
     model, opt, metrics = self.model, self.optimizer, self.metrics
     totals, n = dict.fromkeys(['loss', *metrics], 0.0), 0
@@ -449,8 +457,6 @@ def _train_epoch(self, loader, epoch:int, run, bar) -> dict:
             bar.update(1)
     if n == 0: raise ValueError("Trainer.fit: the training loader yielded no batches.")
     return {name: total / n for name, total in totals.items()}
-
-Trainer._train_epoch = _train_epoch
 
 # %% ../nbs/34_training.ipynb #29a1efaf
 _INSTALL_TQDM = "pip install tqdm"
@@ -564,7 +570,8 @@ def _rng_problems(rng) -> list:
         except (TypeError, ValueError) as e: problems.append(f"{what}: {e}")
     return problems
 
-def _checkpoint_problems(self, ck:dict) -> dict:
+@patch
+def _checkpoint_problems(self:Trainer, ck:dict) -> dict:
     "Every way the checkpoint `ck` does not fit this trainer, by part; empty when load_checkpoint can restore all of it."
     counters = [f"{k} is {ck.get(k)!r}, not a non-negative integer" for k in ('epoch', 'step')
                 if isinstance(ck.get(k), bool) or not isinstance(ck.get(k), numbers.Integral) or ck[k] < 0]
@@ -577,8 +584,6 @@ def _checkpoint_problems(self, ck:dict) -> dict:
              'counters': counters, 'random state': _rng_problems(ck.get('rng'))}
     return {part: ps for part, ps in parts.items() if ps}
 
-Trainer._checkpoint_problems = _checkpoint_problems
-
 # %% ../nbs/34_training.ipynb #5a64ea1b
 def _loader_generators(loader) -> list:
     "The distinct mytorch Generators a loader's shuffling draws from (its own and its sampler's)."
@@ -587,8 +592,9 @@ def _loader_generators(loader) -> list:
         if isinstance(g, Generator) and all(g is not f for f in found): found.append(g)
     return found
 
-def _save_checkpoint(self, path, # where to write (atomically)
-                     train_loader=None): # its shuffling generator's state is saved too
+@patch
+def save_checkpoint(self:Trainer, path, # where to write (atomically)
+                    train_loader=None): # its shuffling generator's state is saved too
     "Save everything `load_checkpoint` needs to continue this training exactly."
     save({'format': 'mytorch.trainer', 'epoch': self.epoch, 'step': self.step,
           'model': self.model.state_dict(), 'optimizer': self.optimizer.state_dict(),
@@ -597,8 +603,9 @@ def _save_checkpoint(self, path, # where to write (atomically)
           'scheduler_class': None if self.scheduler is None else type(self.scheduler).__name__, 'history': self.history,
           'rng': {'default': get_rng_state(), 'loader': [g.get_state() for g in _loader_generators(train_loader)]}}, path)
 
-def _load_checkpoint(self, path, # a file written by save_checkpoint
-                     train_loader=None): # its shuffling generator is restored too
+@patch
+def load_checkpoint(self:Trainer, path, # a file written by save_checkpoint
+                    train_loader=None): # its shuffling generator is restored too
     "Restore model, optimizer, scheduler, history, counters and random state from `path`: all of them, or none."
     ck = load(path)
     if not isinstance(ck, dict) or ck.get('format') != 'mytorch.trainer':
@@ -636,8 +643,6 @@ def _load_checkpoint(self, path, # a file written by save_checkpoint
         raise
     self.history, self.epoch, self.step = ck['history'], ck['epoch'], ck['step']
 
-Trainer.save_checkpoint, Trainer.load_checkpoint = _save_checkpoint, _load_checkpoint
-
 # %% ../nbs/34_training.ipynb #bfa6a48c
 def _append_row(history:dict, row:dict, n_before:int):
     "Add one epoch's values to the dict of lists, padding with None for a column that is new or missing."
@@ -645,14 +650,15 @@ def _append_row(history:dict, row:dict, n_before:int):
         if k not in history: history[k] = [None] * n_before
     for k, column in history.items(): column.append(row.get(k))
 
-def _fit(self, train_loader, # batches of (input, target)
-         epochs:int, # train until this many epochs are complete (counting earlier fits and a resumed checkpoint)
-         val_loader=None, # evaluated after each epoch
-         metrics:dict=None, # name -> fn(output, target) -> number, e.g. {'accuracy': accuracy}
-         run:Run=None, # log each batch's loss and each epoch's results to this Run
-         checkpoint=None, # a path: save a checkpoint there after every epoch
-         resume:bool=False, # continue from `checkpoint` if that file exists
-         progress:bool=None) -> dict: # a tqdm bar: None = when stdout is a terminal and tqdm is installed
+@patch
+def fit(self:Trainer, train_loader, # batches of (input, target)
+        epochs:int, # train until this many epochs are complete (counting earlier fits and a resumed checkpoint)
+        val_loader=None, # evaluated after each epoch
+        metrics:dict=None, # name -> fn(output, target) -> number, e.g. {'accuracy': accuracy}
+        run:Run=None, # log each batch's loss and each epoch's results to this Run
+        checkpoint=None, # a path: save a checkpoint there after every epoch
+        resume:bool=False, # continue from `checkpoint` if that file exists
+        progress:bool=None) -> dict: # a tqdm bar: None = when stdout is a terminal and tqdm is installed
     "Train the model; returns `history`, one value per epoch for each loss and metric."
     if isinstance(epochs, bool) or not isinstance(epochs, numbers.Integral) or epochs < 0:
         raise ValueError(f"Trainer.fit: epochs must be a non-negative integer, got {epochs!r}.")
@@ -671,7 +677,8 @@ def _fit(self, train_loader, # batches of (input, target)
         raise
     return self.history
 
-def _fit_epoch(self, train_loader, epoch:int, epochs:int, val_loader, run, checkpoint, progress):
+@patch
+def _fit_epoch(self:Trainer, train_loader, epoch:int, epochs:int, val_loader, run, checkpoint, progress):
     "One epoch of `fit`: train, validate, the row of history, the scheduler's step, the run's entry, the checkpoint."
     try: total = len(train_loader)
     except TypeError: total = None
@@ -695,8 +702,6 @@ def _fit_epoch(self, train_loader, epoch:int, epochs:int, val_loader, run, check
         run.log(step=self.step, **row)
         run.flush()     # every epoch is on the disk, whatever the run's save_every
     if checkpoint is not None: self.save_checkpoint(checkpoint, train_loader)
-
-Trainer.fit, Trainer._fit_epoch = _fit, _fit_epoch
 
 # %% ../nbs/34_training.ipynb #edadc056
 def format_history(history:dict, # as returned by Trainer.fit

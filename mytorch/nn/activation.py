@@ -349,7 +349,7 @@ def erf(input:Tensor) -> Tensor:
     _check_tensor(input, 'erf')
     return Erf.apply(input)
 
-Tensor.erf = erf
+Tensor.erf = erf   # the functional is the method
 
 # %% ../../nbs/23_activations.ipynb #ff3693f0
 _SQRT1_2 = math.sqrt(0.5)

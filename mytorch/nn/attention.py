@@ -16,6 +16,7 @@ import warnings
 import numpy as np
 from ..engine import Tensor
 from ..engine import _default
+from ..scalar import patch
 from ..creation import empty, _check_device
 from ..elementwise import where
 from ..linalg import MatMul, softmax
@@ -247,14 +248,15 @@ def _merge_masks(attn_mask, key_padding_mask, N:int, H:int, L:int, S:int):
     return bias
 
 # %% ../../nbs/29_attention.ipynb #f645366c
-def _mha_forward(self, query:Tensor, # (L, N, E), (N, L, E) with batch_first, or (L, E)
-                 key:Tensor, # (S, N, kdim), (N, S, kdim) or (S, kdim)
-                 value:Tensor, # (S, N, vdim), (N, S, vdim) or (S, vdim)
-                 key_padding_mask:Tensor=None, # (N, S) or (S,): bool (True = padding, ignored) or float (added)
-                 need_weights:bool=True, # also return the attention weights
-                 attn_mask:Tensor=None, # (L, S) or (N * num_heads, L, S): bool (True = may NOT attend) or float
-                 average_attn_weights:bool=True, # average the returned weights over the heads
-                 is_causal:bool=False): # a hint that attn_mask is the causal mask
+@patch
+def forward(self:MultiheadAttention, query:Tensor, # (L, N, E), (N, L, E) with batch_first, or (L, E)
+            key:Tensor, # (S, N, kdim), (N, S, kdim) or (S, kdim)
+            value:Tensor, # (S, N, vdim), (N, S, vdim) or (S, vdim)
+            key_padding_mask:Tensor=None, # (N, S) or (S,): bool (True = padding, ignored) or float (added)
+            need_weights:bool=True, # also return the attention weights
+            attn_mask:Tensor=None, # (L, S) or (N * num_heads, L, S): bool (True = may NOT attend) or float
+            average_attn_weights:bool=True, # average the returned weights over the heads
+            is_causal:bool=False): # a hint that attn_mask is the causal mask
     "Attend from `query` to `key`/`value`: returns (attn_output, attn_output_weights or None), as PyTorch."
     batched = _mha_check(self, query, key, value, key_padding_mask, attn_mask)
     attn_mask, key_padding_mask = _canonical_masks(attn_mask, key_padding_mask, query.dtype, 'MultiheadAttention')
@@ -298,8 +300,6 @@ def _mha_forward(self, query:Tensor, # (L, N, E), (N, L, E) with batch_first, or
     if not need_weights: return out, None
     if average_attn_weights: weights = mean(weights, 1)
     return out, (weights if batched else weights.squeeze(0))
-
-MultiheadAttention.forward = _mha_forward
 
 # %% ../../nbs/29_attention.ipynb #ccaaee70
 from .normalization import LayerNorm
@@ -371,10 +371,11 @@ def _check_src(layer, src, src_mask, src_key_padding_mask, who:str):
                            f"{' of each sequence' if src.ndim == 3 else ''}, True at padding); got "
                            f"{_describe(src_key_padding_mask)}.")
 
-def _encoder_layer_forward(self, src:Tensor, # (S, N, d_model), (N, S, d_model) with batch_first, or (S, d_model)
-                           src_mask:Tensor=None, # (S, S) or (N * nhead, S, S): bool (True = may NOT attend) or float
-                           src_key_padding_mask:Tensor=None, # (N, S) or (S,): bool (True = padding) or float
-                           is_causal:bool=False) -> Tensor: # a hint that src_mask is the causal mask
+@patch
+def forward(self:TransformerEncoderLayer, src:Tensor, # (S, N, d_model), (N, S, d_model) with batch_first, or (S, d_model)
+            src_mask:Tensor=None, # (S, S) or (N * nhead, S, S): bool (True = may NOT attend) or float
+            src_key_padding_mask:Tensor=None, # (N, S) or (S,): bool (True = padding) or float
+            is_causal:bool=False) -> Tensor: # a hint that src_mask is the causal mask
     "One encoder layer: self-attention and feed-forward blocks with residuals, post-norm or pre-norm."
     _check_src(self, src, src_mask, src_key_padding_mask, 'TransformerEncoderLayer')
     src_mask, src_key_padding_mask = _canonical_masks(src_mask, src_key_padding_mask, src.dtype, 'TransformerEncoderLayer',
@@ -387,8 +388,6 @@ def _encoder_layer_forward(self, src:Tensor, # (S, N, d_model), (N, S, d_model) 
         x = self.norm1(x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal))
         x = self.norm2(x + self._ff_block(x))
     return x
-
-TransformerEncoderLayer.forward = _encoder_layer_forward
 
 # %% ../../nbs/29_attention.ipynb #1fff564b
 def _detect_is_causal_mask(mask, is_causal, size:int) -> bool:

@@ -19,6 +19,7 @@ from itertools import chain
 import numpy as np
 from ..engine import Tensor, Function, Mul, SumTo, no_grad
 from ..engine import _default
+from ..scalar import patch
 from ..creation import empty, _rng, _dtype, _check_device
 from ..shape import Reshape, flatten
 from ..shape import _wrap_dim
@@ -194,6 +195,7 @@ class UninitializedParameter(Parameter):
     def detach(self): return self   # so state_dict() shows the placeholder itself
     def __repr__(self): return "<UninitializedParameter: no shape or values until the layer's first forward>"
 
+@patch
 def _infer_in_features(self:Linear, input):
     "The lazy path of Linear.forward: read in_features from `input`, shape the parameters, initialise them."
     w = self._parameters['weight']
@@ -207,8 +209,6 @@ def _infer_in_features(self:Linear, input):
     if self.bias is not None: self.bias.materialize((self.out_features,))
     self.in_features = n
     self.reset_parameters()
-
-Linear._infer_in_features = _infer_in_features
 
 # %% ../../nbs/22_layers.ipynb #0fae7e93
 class Identity(Module):

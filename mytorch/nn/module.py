@@ -15,6 +15,7 @@ import itertools
 import numpy as np
 from ..engine import Tensor
 from ..engine import _user_origin, _default
+from ..scalar import patch
 from ..creation import _check_device, _is_device, _dtype, _DEVICE_TYPES
 import mytorch.elementwise, mytorch.reductions, mytorch.shape, mytorch.indexing, mytorch.linalg  # every Part II op on the tensors this module hands out
 
@@ -129,13 +130,6 @@ def _suggest(module, name) -> str:
     return f". Did you mean '{close[0]}'?" if close else ""
 
 # %% ../../nbs/20_module.ipynb #d80d6231
-def _module_method(f):
-    "Make the function `_name` the method `Module.name`, named so in tracebacks and docs."
-    f.__name__ = f.__name__[1:]
-    f.__qualname__ = f"Module.{f.__name__}"
-    setattr(Module, f.__name__, f)
-    return f
-
 def _check_name(module, name, kind:str, registry:dict):
     if not isinstance(name, str):
         raise TypeError(f"{kind} name should be a string. Got {type(name).__name__}")
@@ -144,8 +138,8 @@ def _check_name(module, name, kind:str, registry:dict):
     if name not in registry and hasattr(module, name):
         raise KeyError(f"attribute '{name}' already exists in {type(module).__name__}: pick another {kind} name.")
 
-@_module_method
-def _register_parameter(self, name:str, param:Parameter=None):
+@patch
+def register_parameter(self:Module, name:str, param:Parameter=None):
     "Register `param` (a Parameter, or None for an empty slot) under `name`."
     if '_parameters' not in self.__dict__: raise AttributeError(_before_init(self, 'parameter', name))
     _check_name(self, name, 'parameter', self._parameters)
@@ -159,9 +153,9 @@ def _register_parameter(self, name:str, param:Parameter=None):
                              "the forward() method.")
     self._parameters[name] = param
 
-@_module_method
-def _register_buffer(self, name:str, tensor:Tensor=None,
-                     persistent:bool=True): # False: not part of state_dict (recomputed by the code, not saved)
+@patch
+def register_buffer(self:Module, name:str, tensor:Tensor=None,
+                    persistent:bool=True): # False: not part of state_dict (recomputed by the code, not saved)
     "Register `tensor` as a buffer: module state that is saved and converted with the parameters, but not learned."
     if '_buffers' not in self.__dict__: raise AttributeError(_before_init(self, 'buffer', name))
     _check_name(self, name, 'buffer', self._buffers)
@@ -172,19 +166,22 @@ def _register_buffer(self, name:str, tensor:Tensor=None,
     if persistent: self._non_persistent_buffers_set.discard(name)
     else: self._non_persistent_buffers_set.add(name)
 
-@_module_method
-def _add_module(self, name:str, module=None):
+@patch
+def add_module(self:Module, name:str, module=None):
     "Register `module` (a Module, or None) as the child `name`."
     if module is not None and not isinstance(module, Module):
         raise TypeError(f"{type(module).__name__} is not a Module subclass")
     _check_name(self, name, 'module', self._modules)
     self._modules[name] = module
 
-Module.register_module = Module.add_module
+@patch
+def register_module(self:Module, name:str, module=None):
+    "Alias for `add_module`, as in PyTorch."
+    self.add_module(name, module)
 
 # %% ../../nbs/20_module.ipynb #0d15a285
-@_module_method
-def _extra_repr(self) -> str:
+@patch
+def extra_repr(self:Module) -> str:
     "One line about this module for its repr, e.g. 'in_features=4, out_features=8': override it."
     return ''
 
@@ -193,7 +190,8 @@ def _indent(s:str, n:int) -> str:
     first, *rest = s.split('\n')
     return '\n'.join([first, *(' ' * n + line for line in rest)])
 
-def _module_repr(self) -> str:
+@patch
+def __repr__(self:Module) -> str:
     extra = self.extra_repr()
     extra_lines = extra.split('\n') if extra else []
     child_lines = [f"({name}): {_indent(repr(m), 2)}" for name, m in self._modules.items()]
@@ -203,12 +201,10 @@ def _module_repr(self) -> str:
     elif lines: body = '\n  ' + '\n  '.join(lines) + '\n'
     return f"{type(self).__name__}({body})"
 
-Module.__repr__ = _module_repr
-
 # %% ../../nbs/20_module.ipynb #5a5ccbd7
-@_module_method
-def _named_modules(self, memo:set=None, prefix:str='',
-                   remove_duplicate:bool=True): # False: a module reachable by two paths is reported under both
+@patch
+def named_modules(self:Module, memo:set=None, prefix:str='',
+                  remove_duplicate:bool=True): # False: a module reachable by two paths is reported under both
     "Yield (dotted path, module) for this module and every module below it, parents first."
     if memo is None: memo = set()
     if self in memo: return
@@ -218,13 +214,13 @@ def _named_modules(self, memo:set=None, prefix:str='',
         if module is None: continue
         yield from module.named_modules(memo, prefix + ('.' if prefix else '') + name, remove_duplicate)
 
-@_module_method
-def _modules(self):
+@patch
+def modules(self:Module):
     "Yield this module and every module below it, each once."
     for _, module in self.named_modules(): yield module
 
-@_module_method
-def _named_children(self):
+@patch
+def named_children(self:Module):
     "Yield (name, module) for the direct children, each once."
     seen = set()
     for name, module in self._modules.items():
@@ -232,8 +228,8 @@ def _named_children(self):
             seen.add(module)
             yield name, module
 
-@_module_method
-def _children(self):
+@patch
+def children(self:Module):
     "Yield the direct children, each once."
     for _, module in self.named_children(): yield module
 
@@ -247,28 +243,28 @@ def _named_members(module, members, prefix:str, recurse:bool, remove_duplicate:b
             if remove_duplicate: seen.add(id(t))
             yield path + ('.' if path else '') + name, t
 
-@_module_method
-def _named_parameters(self, prefix:str='', recurse:bool=True, remove_duplicate:bool=True):
+@patch
+def named_parameters(self:Module, prefix:str='', recurse:bool=True, remove_duplicate:bool=True):
     "Yield (dotted name, parameter) for every parameter of this module and (recurse=True) those below it, each once."
     yield from _named_members(self, lambda m: m._parameters.items(), prefix, recurse, remove_duplicate)
 
-@_module_method
-def _parameters(self, recurse:bool=True):
+@patch
+def parameters(self:Module, recurse:bool=True):
     "Yield every parameter once: what an optimizer is given."
     for _, p in self.named_parameters(recurse=recurse): yield p
 
-@_module_method
-def _named_buffers(self, prefix:str='', recurse:bool=True, remove_duplicate:bool=True):
+@patch
+def named_buffers(self:Module, prefix:str='', recurse:bool=True, remove_duplicate:bool=True):
     "Yield (dotted name, buffer) for every buffer (persistent or not), each once."
     yield from _named_members(self, lambda m: m._buffers.items(), prefix, recurse, remove_duplicate)
 
-@_module_method
-def _buffers(self, recurse:bool=True):
+@patch
+def buffers(self:Module, recurse:bool=True):
     "Yield every buffer once."
     for _, b in self.named_buffers(recurse=recurse): yield b
 
-@_module_method
-def _get_submodule(self, target:str):
+@patch
+def get_submodule(self:Module, target:str):
     "The module at the dotted path `target` ('' is this module)."
     if target == '': return self
     module = self
@@ -281,29 +277,29 @@ def _get_submodule(self, target:str):
     return module
 
 # %% ../../nbs/20_module.ipynb #59db382b
-@_module_method
-def _train(self, mode:bool=True):
+@patch
+def train(self:Module, mode:bool=True):
     "Set training mode (True) or evaluation mode (False) on this module and every module below it."
     if not isinstance(mode, bool): raise ValueError(f"training mode is expected to be boolean, got {mode!r}")
     self.training = mode
     for module in self.children(): module.train(mode)
     return self
 
-@_module_method
-def _eval(self):
+@patch
+def eval(self:Module):
     "Evaluation mode: `train(False)`."
     return self.train(False)
 
-@_module_method
-def _apply(self, fn):
+@patch
+def apply(self:Module, fn):
     "Call `fn(module)` on every module below this one and then on this one; return self."
     for module in self.children(): module.apply(fn)
     fn(self)
     return self
 
 # %% ../../nbs/20_module.ipynb #f3e37690
-@_module_method
-def _zero_grad(self, set_to_none:bool=True): # False: write zeros into the existing .grad tensors instead
+@patch
+def zero_grad(self:Module, set_to_none:bool=True): # False: write zeros into the existing .grad tensors instead
     "Clear the gradient of every parameter: set it to None (the default), or zero it in place."
     for p in self.parameters():
         if p.grad is None: continue
@@ -313,16 +309,16 @@ def _zero_grad(self, set_to_none:bool=True): # False: write zeros into the exist
             else: p.grad.requires_grad_(False)
             p.grad.zero_()
 
-@_module_method
-def _requires_grad_(self, requires_grad:bool=True):
+@patch
+def requires_grad_(self:Module, requires_grad:bool=True):
     "Set requires_grad on every parameter (False freezes the module); returns self."
     for p in self.parameters(): p.requires_grad_(requires_grad)
     return self
 
 # %% ../../nbs/20_module.ipynb #2d4468fd
-@_module_method
-def _state_dict(self, *, destination:dict=None, prefix:str='',
-                keep_vars:bool=False): # True: the Parameters themselves, not detached tensors
+@patch
+def state_dict(self:Module, *, destination:dict=None, prefix:str='',
+               keep_vars:bool=False): # True: the Parameters themselves, not detached tensors
     "An ordered dict from dotted names to this module's parameters and persistent buffers (detached, shared memory)."
     if destination is None: destination = OrderedDict()
     for name, p in self._parameters.items():
@@ -345,9 +341,9 @@ class _IncompatibleKeys(namedtuple('IncompatibleKeys', ['missing_keys', 'unexpec
 
 def _quoted(keys) -> str: return ', '.join(f'"{k}"' for k in keys)
 
-@_module_method
-def _load_state_dict(self, state_dict:Mapping,
-                     strict:bool=True): # False: tolerate missing and unexpected keys, and return them
+@patch
+def load_state_dict(self:Module, state_dict:Mapping,
+                    strict:bool=True): # False: tolerate missing and unexpected keys, and return them
     "Copy `state_dict`'s tensors into this module's parameters and buffers, in place, after checking all of them."
     if not isinstance(state_dict, Mapping):
         raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
@@ -406,23 +402,24 @@ def _add_hook(hooks:OrderedDict, with_kwargs_ids:dict, hook, prepend:bool, with_
     if prepend: hooks.move_to_end(handle.id, last=False)
     return handle
 
-@_module_method
-def _register_forward_pre_hook(self, hook, *,
-                               prepend:bool=False, # run before the hooks already registered
-                               with_kwargs:bool=False): # call hook(module, args, kwargs) -> None or (args, kwargs)
+@patch
+def register_forward_pre_hook(self:Module, hook, *,
+                              prepend:bool=False, # run before the hooks already registered
+                              with_kwargs:bool=False): # call hook(module, args, kwargs) -> None or (args, kwargs)
     "Call `hook(module, args)` before each forward; a value it returns replaces the inputs."
     return _add_hook(self._forward_pre_hooks, self._forward_pre_hooks_with_kwargs, hook, prepend, with_kwargs,
                      'register_forward_pre_hook')
 
-@_module_method
-def _register_forward_hook(self, hook, *,
-                           prepend:bool=False, # run before the hooks already registered
-                           with_kwargs:bool=False): # call hook(module, args, kwargs, output)
+@patch
+def register_forward_hook(self:Module, hook, *,
+                          prepend:bool=False, # run before the hooks already registered
+                          with_kwargs:bool=False): # call hook(module, args, kwargs, output)
     "Call `hook(module, args, output)` after each forward; a value it returns replaces the output."
     return _add_hook(self._forward_hooks, self._forward_hooks_with_kwargs, hook, prepend, with_kwargs,
                      'register_forward_hook')
 
-def _call_with_hooks(self, args:tuple, kwargs:dict):
+@patch
+def _call_with_hooks(self:Module, args:tuple, kwargs:dict):
     "__call__ when hooks are registered: pre-hooks, forward, forward hooks."
     for hook_id, hook in tuple(self._forward_pre_hooks.items()):
         if hook_id in self._forward_pre_hooks_with_kwargs:
@@ -442,8 +439,6 @@ def _call_with_hooks(self, args:tuple, kwargs:dict):
         if result is not None: output = result
     return output
 
-Module._call_with_hooks = _call_with_hooks
-
 # %% ../../nbs/20_module.ipynb #220e7aa1
 def _cast(module, dt:np.dtype):
     "Convert every floating-point parameter and buffer (and gradient) of `module` to `dt`, in place."
@@ -454,8 +449,8 @@ def _cast(module, dt:np.dtype):
         if t.grad is not None: t.grad._data = t.grad._data.astype(dt)
     return module
 
-@_module_method
-def _to(self, *args, device=None, dtype=None, non_blocking:bool=False):
+@patch
+def to(self:Module, *args, device=None, dtype=None, non_blocking:bool=False):
     "Convert floating-point parameters and buffers to `dtype`, in place; `device` may only be the CPU. Returns self."
     for a in args:
         if isinstance(a, Tensor): dtype = a._data.dtype
@@ -472,28 +467,28 @@ def _to(self, *args, device=None, dtype=None, non_blocking:bool=False):
         raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got desired dtype={dt}")
     return _cast(self, dt)
 
-@_module_method
-def _double(self):
+@patch
+def double(self:Module):
     "Floating-point parameters and buffers to float64."
     return _cast(self, np.dtype('float64'))
 
-@_module_method
-def _float(self):
+@patch
+def float(self:Module):
     "Floating-point parameters and buffers to float32."
     return _cast(self, np.dtype('float32'))
 
-@_module_method
-def _half(self):
+@patch
+def half(self:Module):
     "Floating-point parameters and buffers to float16."
     return _cast(self, np.dtype('float16'))
 
-@_module_method
-def _cpu(self):
+@patch
+def cpu(self:Module):
     "This module, which is on the CPU already."
     return self
 
-@_module_method
-def _cuda(self, device=None):
+@patch
+def cuda(self:Module, device=None):
     "Refused: MyTorch runs on the CPU only."
     raise RuntimeError(f"{type(self).__name__}.cuda(): MyTorch runs on the CPU only, so this module cannot be moved to "
                        "a GPU. Remove the .cuda() call, or write model.to(device) with "

@@ -18,6 +18,7 @@ from bisect import bisect_right
 from collections import Counter
 from functools import wraps
 from . import Optimizer
+from ..scalar import patch
 
 # %% ../../nbs/31_lr_scheduler.ipynb #d63f6f6e
 _EPOCH_DEPRECATION_WARNING = (
@@ -80,7 +81,8 @@ def _warn_get_lr_called_within_step(sched):
         warnings.warn("To get the last learning rate computed by the scheduler, please use `get_last_lr()`.",
                       UserWarning, stacklevel=3)
 
-def _lr_step(self:LRScheduler, epoch:int=None): # deprecated: jump to this epoch (closed form)
+@patch
+def step(self:LRScheduler, epoch:int=None): # deprecated: jump to this epoch (closed form)
     "Advance to the next epoch and set each group's learning rate."
     if self._step_count == 1:
         if not hasattr(self.optimizer.step, '_wrapped_by_lr_sched'):
@@ -96,6 +98,7 @@ def _lr_step(self:LRScheduler, epoch:int=None): # deprecated: jump to this epoch
     if epoch is not None: warnings.warn(_EPOCH_DEPRECATION_WARNING, UserWarning, stacklevel=2)
     self._update_lr(epoch)
 
+@patch
 def _update_lr(self:LRScheduler, epoch:int=None):
     "Compute the learning rates (chainable form, or closed form for an explicit epoch) and write them."
     self._get_lr_called_within_step = True
@@ -110,16 +113,15 @@ def _update_lr(self:LRScheduler, epoch:int=None):
     for group, lr in zip(self.optimizer.param_groups, values): group['lr'] = lr
     self._last_lr = [group['lr'] for group in self.optimizer.param_groups]
 
-def _sched_state_dict(self:LRScheduler) -> dict:
+@patch
+def state_dict(self:LRScheduler) -> dict:
     "Everything the scheduler holds except the optimizer (plain numbers and lists, as in PyTorch)."
     return {k: v for k, v in self.__dict__.items() if k != 'optimizer'}
 
-def _sched_load_state_dict(self:LRScheduler, state_dict:dict):
+@patch
+def load_state_dict(self:LRScheduler, state_dict:dict):
     "Restore what `state_dict()` returned."
     self.__dict__.update(state_dict)
-
-LRScheduler.step, LRScheduler._update_lr = _lr_step, _update_lr
-LRScheduler.state_dict, LRScheduler.load_state_dict = _sched_state_dict, _sched_load_state_dict
 
 def _group_lrs(opt:Optimizer) -> list: return [group['lr'] for group in opt.param_groups]
 

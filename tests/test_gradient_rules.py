@@ -1,0 +1,227 @@
+"""Every gradient rule's docstring formula agrees with its Function's backward.
+
+`mytorch.autograd.gradient_rules()` prints one formula per Function ('log(x): dx = g / x').
+Here each formula's right-hand side is evaluated with NumPy on random float64 inputs
+(`check_rule`) and compared with the gradient mytorch computes through the Function. A rule
+whose docstring is prose rather than a formula is listed in PROSE_ONLY with the reason; that
+set may name only rules that exist and are not evaluable, so it cannot go stale.
+"""
+import ast
+
+import numpy as np
+import pytest
+
+import mytorch
+from mytorch.autograd import Function, gradient_rules, rule_formulas, formula_names, check_rule
+
+# `2 (x - mean(x))` compiles to a call of 2, which Python warns about; that rule is in PROSE_ONLY.
+pytestmark = pytest.mark.filterwarnings("ignore:'int' object is not callable:SyntaxWarning")
+
+RNG = np.random.default_rng(0)
+def normal(*shape): return RNG.standard_normal(shape)
+def positive(*shape): return RNG.uniform(0.5, 2.0, shape)
+def away_from_zero(*shape): return RNG.choice([-1.0, 1.0], shape) * RNG.uniform(0.5, 2.0, shape)
+
+
+def _classes():
+    "(module without 'mytorch.', name) -> the Function subclass, as gradient_rules names them."
+    out, stack = {}, list(Function.__subclasses__())
+    while stack:
+        cls = stack.pop(); stack.extend(cls.__subclasses__())
+        if cls.__module__.startswith('mytorch.'): out.setdefault((cls.__module__.split('.', 1)[1], cls.__name__), cls)
+    return out
+
+
+def _reducing(dims, x):
+    "The names reduction rules use, reducing over `dims` of `x`: expand(g) reinserts the reduced dims and broadcasts."
+    keep = lambda f: (lambda a: f(a, axis=dims, keepdims=True))
+    return dict(dims=dims, expand=lambda a, shape=None: np.broadcast_to(np.expand_dims(a, dims), x.shape),
+                sum=keep(np.sum), mean=keep(np.mean), amax=keep(np.amax), amin=keep(np.amin),
+                logsumexp=lambda a: np.log(np.sum(np.exp(a), axis=dims, keepdims=True)),
+                n=np.prod([x.shape[d] for d in dims]))
+
+
+def _pad(a, widths, value=0):
+    "PyTorch's pad on NumPy: (before, after) pairs from the last dim backwards; negative widths crop."
+    a, widths = np.asarray(a), [int(w) for w in widths]
+    for k in range(len(widths) // 2):
+        d, lo, hi = a.ndim - 1 - k, widths[2 * k], widths[2 * k + 1]
+        a = np.pad(a, [(max(lo, 0), max(hi, 0)) if i == d else (0, 0) for i in range(a.ndim)], constant_values=value)
+        a = np.take(a, np.arange(-min(lo, 0), a.shape[d] + min(hi, 0)), axis=d)
+    return a
+
+
+def _softmax(x, dim): e = np.exp(x - x.max(dim, keepdims=True)); return e / e.sum(dim, keepdims=True)
+def _sum_dim(a, dim): return np.sum(a, axis=dim, keepdims=True)
+
+x34, a34, b34, p34 = normal(3, 4), normal(3, 4), away_from_zero(3, 4), positive(3, 4)
+x234 = normal(2, 3, 4)
+TIED = np.where(np.arange(12).reshape(3, 4) % 3 == 0, a34, normal(3, 4))   # b == a at a third of the places
+WITH_TIES = np.array([[1., 3., 3., 0.], [2., 2., 2., 2.], [-1., 5., 0., 4.]])   # tied maxima and minima in a row
+T = mytorch
+
+# Function name -> (call, inputs, other names the formula uses). Inputs are float64 and named as in the rule.
+CASES = {
+    'Add': (lambda a, b: a + b, dict(a=a34, b=normal(3, 4)), {}),
+    'Expand': (lambda x: x.expand(3, 4), dict(x=normal(1, 4)), dict(shape=(3, 4))),
+    'Mul': (lambda a, b: a * b, dict(a=a34, b=normal(3, 4)), {}),
+    'SumTo': (lambda x: T.engine.SumTo.apply(x, (1, 4)), dict(x=x34), dict(shape=(1, 4))),
+    'Clone': (lambda x: x.clone(), dict(x=x34), {}),
+    'Abs': (T.abs, dict(x=away_from_zero(3, 4)), {}),
+    'Cos': (T.cos, dict(x=x34), {}),
+    'Div': (lambda a, b: a / b, dict(a=a34, b=b34), {}),
+    'Exp': (T.exp, dict(x=x34), {}),
+    'Log': (T.log, dict(x=p34), {}),
+    'Log1p': (T.log1p, dict(x=p34), {}),
+    'Neg': (lambda x: -x, dict(x=x34), {}),
+    'Rsqrt': (T.rsqrt, dict(x=p34), {}),
+    'Sigmoid': (T.sigmoid, dict(x=x34), {}),
+    'Sign': (T.sign, dict(x=away_from_zero(3, 4)), {}),
+    'Sin': (T.sin, dict(x=x34), {}),
+    'Sqrt': (T.sqrt, dict(x=p34), {}),
+    'Sub': (lambda a, b: a - b, dict(a=a34, b=normal(3, 4)), {}),
+    'Tanh': (T.tanh, dict(x=x34), {}),
+    'Cumsum': (lambda x: T.cumsum(x, 1), dict(x=x34), dict(dim=1)),
+    'ReverseCumsum': (lambda x: T.reductions.ReverseCumsum.apply(x, 1), dict(x=x34), dict(dim=1)),
+    'LogSumExp': (lambda x: T.logsumexp(x, (0, 2)), dict(x=x234), _reducing((0, 2), x234)),
+    'Norm1': (lambda x: T.norm(x, p=1, dim=1), dict(x=away_from_zero(3, 4)), _reducing((1,), x34)),
+    'Cat': (lambda xs: T.cat(xs, 1), dict(x=[normal(3, 2), normal(3, 4)]), dict(sizes=[2, 4], dim=1)),
+    'Flip': (lambda x: T.flip(x, (0, 2)), dict(x=x234), dict(dims=(0, 2))),
+    'Pad': (lambda x: T.nn.functional.pad(x, (1, 2, 0, 1), value=0.5), dict(x=x34),
+            dict(widths=np.array([1, 2, 0, 1]), value=0.5, pad=_pad)),
+    'Permute': (lambda x: x.permute(2, 0, 1), dict(x=x234), dict(dims=(2, 0, 1))),
+    'Reshape': (lambda x: x.reshape(4, 3), dict(x=x34), dict(shape=(4, 3))),
+    'View': (lambda x: x.view(2, 6), dict(x=x34), dict(shape=(2, 6))),
+    'Stack': (lambda xs: T.stack(xs, 1), dict(x=[normal(3, 4), normal(3, 4)]), dict(dim=1)),
+    'Tril': (lambda x: T.tril(x, -1), dict(x=normal(4, 4)), dict(k=-1)),
+    'Triu': (lambda x: T.triu(x, 1), dict(x=normal(4, 4)), dict(k=1)),
+    'Softmax': (lambda x: T.softmax(x, 1), dict(x=x34), dict(s=_softmax(x34, 1), dim=1, sum=_sum_dim)),
+    'LogSoftmax': (lambda x: T.log_softmax(x, 1), dict(x=x34), dict(y=np.log(_softmax(x34, 1)), dim=1, sum=_sum_dim)),
+    'Erf': (T.erf, dict(x=x34), {}),
+    'Clamp': (lambda x: T.clamp(x, -0.5, 0.5), dict(x=x34), {'min': -0.5, 'max': 0.5}),
+    'Maximum': (T.maximum, dict(a=a34, b=TIED), {}),
+    'Minimum': (T.minimum, dict(a=a34, b=TIED), {}),
+    'Pow': (lambda a, b: a ** b, dict(a=p34, b=normal(3, 4)), {}),
+    'PowScalar': (lambda x: x ** 2.5, dict(x=p34), dict(n=2.5)),
+    'Relu': (T.relu, dict(x=away_from_zero(3, 4)), {}),
+    'Where': (lambda a, b: T.where(T.tensor(x34 > 0), a, b), dict(a=a34, b=normal(3, 4)), dict(c=x34 > 0)),
+    'Amax': (lambda x: T.amax(x, 1), dict(x=WITH_TIES), _reducing((1,), WITH_TIES)),
+    'Amin': (lambda x: T.amin(x, 1), dict(x=WITH_TIES), _reducing((1,), WITH_TIES)),
+    'Mean': (lambda x: T.mean(x, (0, 2)), dict(x=x234), _reducing((0, 2), x234)),
+    'Sum': (lambda x: T.sum(x, (0, 2)), dict(x=x234), _reducing((0, 2), x234)),
+    'Norm2': (lambda x: T.norm(x, dim=1), dict(x=x34), dict(_reducing((1,), x34), norm2=lambda a: np.sqrt((a * a).sum(1)))),
+    'Std': (lambda x: T.std(x, 1), dict(x=x34), dict(_reducing((1,), x34), c=1, std=lambda a: np.std(a, axis=1, ddof=1))),
+    'MatMul': (lambda a, b: a @ b, dict(a=normal(3, 4), b=normal(4, 2)), {}),
+    # cases for prose rules that parse, so that their not evaluating is shown, not assumed
+    'Repeat': (lambda x: x.repeat(2, 1), dict(x=x34), dict(reps=(2, 1))),
+    'Var': (lambda x: T.var(x, 1), dict(x=x34), dict(_reducing((1,), x34), c=1)),   # a formula since 'expand(g) * 2 * (...)'
+    'LogSigmoid': (T.nn.functional.logsigmoid, dict(x=x34), {}),
+}
+
+# Rules whose docstring is prose, not a formula NumPy can evaluate, and why (the fix is in the report).
+PROSE_ONLY = {
+    'Fill': "dv is 'g (summed to v's shape)': words; sum_to(g, v.shape) would say it",
+    'ToCopy': "g.to(x.dtype) is a Tensor method; NumPy arrays have no .to",
+    'MaxDim': "'g at the returned index along dim, 0 elsewhere': words",
+    'MinDim': "'g at the returned index along dim, 0 elsewhere': words",
+    'NormInf': "'|x|' is not an expression, and '(number of ties)' is words",
+    'Prod': "', the product of the other elements of each slice' follows the expression",
+    'ProdOthers': "'*d with d_e := g' is notation for replacing one argument",
+    'Narrow': "'(start, n - start - length) zeros along dim' is words",
+    'Repeat': "the shapes are written by example, '(r0, n0, r1, n1, ...)'",  # parses; r0, n0 are undefined
+    'Split': "'cat(g_1, ..., g_k, dim) (zeros for unused pieces)': an elided argument list and words",
+    'Unbind': "'stack(g_1, ..., g_n, dim) (zeros for unused slices)': an elided argument list and words",
+    'Index': "index_accumulate is described in words after the expression",
+    'IndexAccumulate': "the op itself is described in words before the rule",
+    'IndexPut': "'x with x[key] = v;' describes the op before the rule",
+    'Einsum': "the subscripts are written by example, 'o,s_k (k != i)->s_i'",
+    'Gelu': "two rules in one docstring (exact and 'tanh'), with Phi, phi, t, k, c undefined",
+    'Elu': "a where-clause",
+    'Hardsigmoid': "a where-clause",
+    'Hardtanh': "a where-clause",
+    'Softplus': "', and g where beta * x > threshold' follows the expression",
+    'BinaryCrossEntropy': "'g (x - y)' multiplies by juxtaposition",
+    'BinaryCrossEntropyWithLogits': "juxtaposition ('l sp(-x)') and an undefined sp",
+    'CrossEntropy': "g has one entry per sample, so the class dim needs expand(g); 'sum(q)' leaves the dim implicit",
+    'NLL': "'-g w[t] at t, 0 elsewhere': juxtaposition and words",
+    'Convolution': "stated through conv_transpose and conv_weight, whose only NumPy form is the chapter's own code",
+    'ConvTranspose': "stated through conv and conv_weight, whose only NumPy form is the chapter's own code",
+    'ConvWeight': "stated through conv and conv_transpose, whose only NumPy form is the chapter's own code",
+    'LinearFunction': "'(leading dims of x and g flattened)' and 'g summed over leading dims': words",
+    'EmbeddingFunction': "a sum over positions described in words",
+    'EmbeddingBackward': "indexed notation 'dg[s] = gg[idx[s]]' and words",
+    'AvgPoolFunction': "'each g[o] / D[o] spread over window o': words",
+    'AvgPoolTranspose': "'each g[o] / D[o] added over window o': words",
+    'PlaneGather': "index notation over flattened planes, in words",
+    'PlaneScatterAdd': "index notation over flattened planes, in words",
+    'SeparablePool': "'pool(G) with the transposed matrices': words",
+    'Normalization': "primes (g') and a parenthetical variant",
+    'LSTMSequence': "a recurrence over time steps, in notation",
+    'VJPByRecompute': "'the vjp of vjp_f, again by recomputing f': words",
+}
+
+RULES = gradient_rules()
+CLASSES = _classes()
+NAMES = [name for _, name, _ in RULES]
+
+
+def _evaluable(rule, fn):
+    """Whether every right-hand side of `rule` evaluates with NumPy: on the case for `fn`, or (without one) whether it
+    parses and calls only functions NumPy is given names for."""
+    formulas = rule_formulas(rule)
+    if not formulas: return False
+    if fn.__name__ in CASES:
+        call, inputs, names = CASES[fn.__name__]
+        try: check_rule(fn, call, inputs, **names)
+        except (SyntaxError, TypeError, NameError, ValueError, AttributeError): return False
+        return True
+    known = {*formula_names, *_reducing((0,), np.zeros(1)), 'pad'}
+    for f in formulas.values():
+        try: tree = ast.parse(f, mode='eval')
+        except SyntaxError: return False
+        if any(isinstance(n, ast.Call) and not (isinstance(n.func, ast.Name) and n.func.id in known) for n in ast.walk(tree)):
+            return False
+    return True
+
+
+def test_the_table_is_the_whole_book():
+    assert len(RULES) > 60 and len(set(NAMES)) == len(NAMES), NAMES
+    modules = list(dict.fromkeys(module for module, _, _ in RULES))
+    part_two = ['engine', 'creation', 'elementwise', 'reductions', 'shape', 'indexing', 'linalg']
+    assert [m for m in modules if m in part_two] == part_two, f"not in book order: {modules}"
+    assert modules.index('linalg') < modules.index('nn.activation') < modules.index('nn.loss'), modules
+
+
+def test_prose_only_names_only_rules_that_exist():
+    assert set(PROSE_ONLY) <= set(NAMES), f"not rules any more: {sorted(set(PROSE_ONLY) - set(NAMES))}"
+
+
+@pytest.mark.parametrize('module,name,rule', [r for r in RULES if r[1] in PROSE_ONLY], ids=lambda r: str(r)[:40])
+def test_prose_only_rules_are_not_evaluable(module, name, rule):
+    "Once a docstring becomes a formula, it leaves PROSE_ONLY and gets a case."
+    assert not _evaluable(rule, CLASSES[module, name]), f"{name}'s rule {rule!r} now evaluates: remove it from PROSE_ONLY and add a case"
+
+
+def test_every_rule_is_checked_or_explained():
+    missing = [name for name in NAMES if name not in CASES and name not in PROSE_ONLY]
+    assert not missing, f"rules with neither a case nor a PROSE_ONLY reason: {missing}"
+
+
+@pytest.mark.parametrize('module,name,rule', [r for r in RULES if r[1] in CASES and r[1] not in PROSE_ONLY], ids=lambda r: str(r)[:40])
+def test_rule_formula_agrees_with_backward(module, name, rule):
+    call, inputs, names = CASES[name]
+    results = check_rule(CLASSES[module, name], call, inputs, **names)
+    assert set(results) and len(results) >= len(rule_formulas(rule)) - 0, results
+    for var, (formula, engine) in results.items():
+        # Both sides round a few float64 operations per element (a sum over one dim at most, here <= 4 terms,
+        # and exp/log within a few ulps): 64 eps relative to the size of the value leaves room without hiding
+        # a wrong rule, whose error is of the size of the gradient itself.
+        tol = 64 * np.finfo(np.float64).eps * (1 + np.abs(formula) + np.abs(engine))
+        assert (np.abs(formula - engine) <= tol).all(), f"{name}, d{var}: {rule!r}\nformula {formula}\nbackward {engine}"
+
+
+def test_a_wrong_rule_is_caught():
+    "The check can fail: the log rule with its reciprocal dropped disagrees with the backward."
+    results = check_rule(mytorch.elementwise.Log, mytorch.log, dict(x=p34), rule="log(x): dx = g * x")
+    formula, engine = results['x']
+    assert np.abs(formula - engine).max() > 0.1
