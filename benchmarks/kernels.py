@@ -12,13 +12,14 @@ cores are busy with other work, a threaded BLAS can be many times slower than it
 `--blas-threads 1` pins it to one thread for a like-for-like comparison with the kernels,
 which are single-threaded. Takes about 20-60 seconds.
 
-Besides the two kernels of the kernels chapter, the later chapters mark their own NumPy
-functions as references of compiled kernels (`@compiled_kernel`: im2col and col2im in
-`mytorch.nn.conv`, the max pool and its scatter-add in `mytorch.nn.pooling`, and whatever
-`mytorch.indexing`, `mytorch.nn.layers`, `mytorch.nn.recurrent` and `mytorch.optim` register);
-a kernel is registered when its module is imported, so this script imports them all and
-times every kernel that is registered, with its bench arguments of about `size` numbers.
-`--kernels im2col,col2im` limits the run to some of them.
+Every kernel is in one registry (`compiled_kernel` in `mytorch.kernels`): the two of the kernels
+chapter, and those the later chapters register for their own NumPy functions (im2col and col2im
+in `mytorch.nn.conv`, the max pool and its scatter-add in `mytorch.nn.pooling`, and whatever
+`mytorch.indexing`, `mytorch.nn.normalization`, `mytorch.nn.recurrent` and `mytorch.optim`
+register). A kernel is registered when its module is imported, so this script imports them all
+and times every registered kernel, with its bench arguments of about `size` numbers, each side
+behind the kernel's check, as a call runs it. `--kernels im2col,col2im` limits the run to some
+of them.
 """
 import argparse
 import os
@@ -91,14 +92,14 @@ def main(argv=None):
 
     print("\n".join(blas_report(np)))
     print(f"kernels: {k.kernel_backend()}")
-    if k._fused is None:
-        print(f"\nNothing to compare: {k._fused_missing}. Build the extension with "
+    if all(v.compiled is None for v in k._registry.values()):
+        print(f"\nNothing to compare: {k.kernel_backend()}. Build the extensions with "
               "`python setup.py build_ext --inplace` (or `make kernels`).")
         return 1
     print(f"timing: best of {args.repeat} runs of ~{args.budget * 1e3:g} ms each, NumPy and Cython alternating\n")
     start = time.perf_counter()
-    runnable = list(k.KERNELS) + [n for n, v in k._registry.items() if v.bench is not None and v.compiled is not None]
-    skipped = [f"{n} ({v.why if v.compiled is None else 'no bench arguments'})" for n, v in k._registry.items()
+    runnable = [n for n, v in k._registry.items() if v.bench is not None and v.compiled is not None]
+    skipped = [f"{n} ({v.missing if v.compiled is None else 'no bench arguments'})" for n, v in k._registry.items()
                if n not in runnable]
     if skipped: print("not timed: " + "; ".join(skipped))
     names = runnable if args.kernels is None else args.kernels

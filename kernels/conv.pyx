@@ -15,32 +15,18 @@ What the loops do differently from the references:
   ones that fall into padding; the reference makes kh*kw strided whole-array additions,
   each a pass over the output.
 
-Each def checks what the reference would trip over or silently misread: the dtype (float32
-or float64 only), the number of dimensions, and an `out` array of the wrong shape, dtype or
-layout. Non-contiguous inputs are copied with np.ascontiguousarray, never read through
-strides. The loops are written once over the fused type `floating`; the defs pick the
-specialisation from the dtype themselves (Cython's automatic dispatch costs about a
-microsecond per call).
+The contract (float32 or float64 arrays of the right number of dimensions, a geometry that
+fits, an `out` of the right shape, dtype and layout) is checked once, in Python, by each
+kernel's `check` (`_check_im2col`, `_check_col2im` in the chapter), before whichever of the
+reference and this file's function runs. What is left here is the loops, the layout they need
+(non-contiguous inputs are copied with np.ascontiguousarray, never read through strides), and
+one guard each kept as the last line of defence (see the comments). The loops are written once
+over the fused type `floating`; the defs pick the specialisation from the dtype themselves
+(Cython's automatic dispatch costs about a microsecond per call).
 """
 from cython cimport floating
 from libc.string cimport memcpy, memset
 import numpy as np
-
-_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-
-
-def _float_array(kernel, name, a):
-    "`a` as an ndarray of float32 or float64, or a TypeError naming the kernel, the input and the fix."
-    a = np.asarray(a)
-    if a.dtype not in _FLOATS:
-        raise TypeError(f"{kernel}: {name} has dtype {a.dtype}, but the compiled kernel takes float32 or float64 "
-                        f"arrays. Convert it first, e.g. {name}.astype(np.float64), or call {kernel}.reference.")
-    return a
-
-
-def _ndim(kernel, name, a, int n, what):
-    if a.ndim != n:
-        raise ValueError(f"{kernel}: {name} must be {n}-D {what}, got shape {a.shape}.")
 
 
 cdef void _im2col(const floating* x, floating* out, Py_ssize_t planes, Py_ssize_t H, Py_ssize_t W,
@@ -74,22 +60,14 @@ cdef void _im2col(const floating* x, floating* out, Py_ssize_t planes, Py_ssize_
 
 def im2col(x, geom, out=None):
     "Every window of the zero-padded input as a column: (N, C, H, W) -> (N, C, kh, kw, Ho, Wo), contiguous."
-    x = _float_array('im2col', 'x', x)
-    _ndim('im2col', 'x', x, 4, '(N, C, H, W)')
     cdef Py_ssize_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3]
     cdef Py_ssize_t kh = geom.kernel[0], kw = geom.kernel[1], Ho = geom.out_size[0], Wo = geom.out_size[1]
     cdef Py_ssize_t sh = geom.stride[0], sw = geom.stride[1], dh = geom.dilation[0], dw = geom.dilation[1]
     cdef Py_ssize_t lh = geom.pad_lo[0], lw = geom.pad_lo[1]
-    if min(kh, kw, Ho, Wo, sh, sw, dh, dw) < 0 or min(sh, sw, dh, dw) < 1:
-        raise ValueError(f"im2col: geometry {geom} has a negative size or a stride or dilation below 1.")
-    shape = (N, C, kh, kw, Ho, Wo)
+    if min(sh, sw, dh, dw) < 1:   # kept as the last line of defence: the loops divide by the strides (in C)
+        raise ValueError("im2col: a stride or dilation below 1; call mytorch.nn.conv.im2col")
     if out is None:
-        out = np.empty(shape, x.dtype)
-    elif not isinstance(out, np.ndarray) or out.shape != shape or out.dtype != x.dtype or not out.flags.c_contiguous:
-        raise ValueError(f"im2col: out must be a C-contiguous {x.dtype} array of shape {shape}, got "
-                         + (f"{type(out).__name__}" if not isinstance(out, np.ndarray) else
-                            f"{out.dtype} of shape {out.shape}{'' if out.flags.c_contiguous else ', not contiguous'}")
-                         + ". Pass out=None to get a new array.")
+        out = np.empty((N, C, kh, kw, Ho, Wo), x.dtype)
     if out.size == 0: return out
     x = np.ascontiguousarray(x)
     cdef float[:, :, :, ::1] x32, o32
@@ -135,14 +113,12 @@ cdef void _col2im(const floating* cols, floating* out, Py_ssize_t planes, Py_ssi
 
 def col2im(cols, geom):
     "The adjoint of im2col: (N, C, kh, kw, Ho, Wo) columns added into a new (N, C, H, W) array; padding dropped."
-    cols = _float_array('col2im', 'cols', cols)
-    _ndim('col2im', 'cols', cols, 6, '(N, C, kh, kw, Ho, Wo)')
     cdef Py_ssize_t N = cols.shape[0], C = cols.shape[1], kh = cols.shape[2], kw = cols.shape[3]
     cdef Py_ssize_t Ho = cols.shape[4], Wo = cols.shape[5], H = geom.in_size[0], W = geom.in_size[1]
     cdef Py_ssize_t sh = geom.stride[0], sw = geom.stride[1], dh = geom.dilation[0], dw = geom.dilation[1]
     cdef Py_ssize_t lh = geom.pad_lo[0], lw = geom.pad_lo[1]
-    if min(H, W) < 0 or min(sh, sw, dh, dw) < 1:
-        raise ValueError(f"col2im: geometry {geom} has a negative input size or a stride or dilation below 1.")
+    if min(sh, sw, dh, dw) < 1:   # kept as the last line of defence: the loops divide by the strides (in C)
+        raise ValueError("col2im: a stride or dilation below 1; call mytorch.nn.conv.col2im")
     out = np.zeros((N, C, H, W), cols.dtype)
     if out.size == 0 or cols.size == 0: return out
     cols = np.ascontiguousarray(cols)

@@ -4,11 +4,13 @@
 
 `setup.py` compiles this file into `mytorch._optim`. Its NumPy reference is
 `mytorch.optim.adam_update` (nbs/30_optim.ipynb), the update `Adam.step` makes for one
-parameter; `compiled_kernel` picks between the two. This function takes the reference's
-arguments, makes its checks with its messages, and performs the same roundings in the same
-order (each hyperparameter is rounded to the arrays' dtype first, as NumPy does with a Python
-number next to a float32 array; `-ffp-contract=off` keeps every product and sum rounded on its
-own), so that the two agree bit for bit. (`-fno-math-errno` lets the compiler use the SIMD square
+parameter; `compiled_kernel` picks between the two, after the kernel's check
+(`_check_adam_update` there: one float dtype and one shape, writeable state) has run once, in
+Python, for whichever runs. This function takes the reference's arguments as the check leaves
+them, and performs the same roundings in the same order (each hyperparameter is rounded to the
+arrays' dtype first, as NumPy does with a Python number next to a float32 array;
+`-ffp-contract=off` keeps every product and sum rounded on its own), so that the two agree bit
+for bit. (`-fno-math-errno` lets the compiler use the SIMD square
 root: C's `sqrt` must otherwise set `errno` for a negative argument, which v never is.)
 
 The reference makes about a dozen passes over memory (one per NumPy call, with a temporary);
@@ -18,9 +20,6 @@ from cython cimport floating
 from libc.math cimport sqrt, sqrtf
 import math
 import numpy as np
-
-_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-_NAMES = ('param', 'grad', 'exp_avg', 'exp_avg_sq', 'max_exp_avg_sq')
 
 
 cdef void _adam(floating[::1] x, const floating[::1] g, floating[::1] m, floating[::1] v, floating[::1] vmax,
@@ -52,28 +51,6 @@ cdef void _adam(floating[::1] x, const floating[::1] g, floating[::1] m, floatin
         x[i] = xi - (mi / d) * step_size
 
 
-def _refuse(arrays):
-    "The reference's error for arrays that are not one float dtype and one shape."
-    x = arrays[0]
-    for name, a in zip(_NAMES, arrays):
-        if a is None:
-            if name == 'max_exp_avg_sq': continue   # None: no AMSGrad
-            raise TypeError(f"adam_update: {name} is None; only max_exp_avg_sq may be None (it is, without AMSGrad).")
-        if not isinstance(a, np.ndarray):
-            raise TypeError(f"adam_update: {name} must be a NumPy array, got {type(a).__name__}.")
-        if name == 'param' and a.dtype not in _FLOATS:
-            raise TypeError(f"adam_update: param has dtype {a.dtype}, but the kernel updates float32 or float64 "
-                            f"arrays; train a floating-point copy, e.g. param.astype(np.float32).")
-        if a.dtype != x.dtype:
-            raise TypeError(f"adam_update: {name} has dtype {a.dtype} and param {x.dtype}; every array must have the "
-                            f"param's dtype, float32 or float64. Convert it first, e.g. {name}.astype(param.dtype).")
-        if a.shape != x.shape:
-            raise ValueError(f"adam_update: {name} has shape {a.shape} but param has {x.shape}; the gradient and "
-                             f"the optimizer's state have the shape of the parameter they belong to.")
-        if name != 'grad' and not a.flags.writeable:
-            raise ValueError(f"adam_update: {name} (shape {a.shape}) is read-only; it is updated in place.")
-
-
 def _flat(a):
     "A 1-D C-contiguous view of a, or a copy of it when a is strided (the caller writes the copy back)."
     return a.reshape(-1) if a.flags.c_contiguous else np.ravel(a)
@@ -82,21 +59,13 @@ def _flat(a):
 def adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, lr, beta1, beta2, eps, weight_decay,
                 maximize, decoupled):
     "One Adam step on one parameter, in place: param, exp_avg, exp_avg_sq (and max_exp_avg_sq for AMSGrad)."
-    if not isinstance(grad, np.ndarray): grad = np.asarray(grad)   # the engine may hold a 0-d gradient as a NumPy scalar
-    arrays = (param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq)
-    ok = isinstance(param, np.ndarray) and param.dtype in _FLOATS and param.flags.writeable
-    if ok:
-        for k in range(1, 5):
-            a = arrays[k]
-            if a is None:
-                if k < 4: ok = False
-            elif not (isinstance(a, np.ndarray) and a.dtype == param.dtype and a.shape == param.shape
-                      and (k == 1 or a.flags.writeable)):
-                ok = False
-    if not ok: _refuse(arrays)
     cdef bint amsgrad = max_exp_avg_sq is not None
     x, g, m, v = _flat(param), _flat(grad), _flat(exp_avg), _flat(exp_avg_sq)
     vmax = _flat(max_exp_avg_sq) if amsgrad else x
+    # Kept from the contract, as the last line of defence: the loop runs over x and would read or write past
+    # the end of a shorter array. Four comparisons.
+    if not (g.shape[0] == m.shape[0] == v.shape[0] == vmax.shape[0] == x.shape[0]):
+        raise ValueError("adam_update: the arrays' sizes differ; call mytorch.optim.adam_update")
     cdef double root_bc2 = math.sqrt(1 - beta2 ** step)
     cdef double wd = weight_decay, b1 = beta1, b2 = beta2, omb2 = 1 - beta2
     cdef double shrink = 1 - lr * weight_decay if (weight_decay != 0 and decoupled) else 1

@@ -4,8 +4,10 @@
 
 `setup.py` compiles this file into `mytorch._recurrent`. The NumPy references are
 `mytorch.nn.recurrent.lstm_gates` and `lstm_gates_backward` (nbs/28_recurrent.ipynb), one time
-step of the fused LSTM's forward and backward loops; `compiled_kernel` picks between each pair.
-These functions take the references' arguments and make their checks with their messages.
+step of the fused LSTM's forward and backward loops; `compiled_kernel` picks between each pair,
+after the kernel's check (`_check_lstm_gates`, `_check_lstm_gates_backward` there: one float
+dtype, 2-D arrays of matching batch and hidden sizes, writeable outputs) has run once, in Python,
+for whichever runs. These functions take the references' arguments as the check leaves them.
 
 The references make about ten NumPy calls per step (exp, add, reciprocal, the tanh rescaling
 of g, the cell update, tanh, the output) over (batch, 4 * hidden) or (batch, hidden) arrays,
@@ -21,8 +23,6 @@ therefore four calls (exp, the cell loop, tanh, the output loop) instead of the 
 """
 from cython cimport floating
 import numpy as np
-
-_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 cdef void _cell(floating[:, ::1] a, const floating[:, ::1] cp, floating[:, ::1] c) noexcept nogil:
@@ -63,32 +63,6 @@ cdef void _gates_backward(const floating[:, ::1] G, const floating[:, ::1] cp, c
             dc[b, j] = dcv * f                                 # dL/dc_{t-1} along the cell state
 
 
-def _check(who, names, arrays, wide, writes):
-    """The references' checks, with their messages: arrays of one float dtype, 2-D, with one number of rows,
-    4 * H columns for those in `wide` and H for the others, and writeable where the kernel writes."""
-    for name, x in zip(names, arrays):
-        if not isinstance(x, np.ndarray):
-            raise TypeError(f"{who}: {name} must be a NumPy array, got {type(x).__name__}.")
-    x0 = arrays[0]
-    if x0.dtype not in _FLOATS:
-        raise TypeError(f"{who}: {names[0]} has dtype {x0.dtype}, but the kernel takes float32 or float64 arrays. "
-                        f"Convert it first, e.g. {names[0]}.astype(np.float32).")
-    for name, x in zip(names, arrays):
-        if x.dtype != x0.dtype:
-            raise TypeError(f"{who}: {name} has dtype {x.dtype} but {names[0]} has {x0.dtype}; the kernel does not "
-                            f"promote. Convert it first, e.g. {name}.astype({names[0]}.dtype).")
-    if x0.ndim != 2 or x0.shape[1] % 4:
-        raise ValueError(f"{who}: {names[0]} must have shape (batch, 4 * hidden), got {x0.shape}.")
-    B, H = x0.shape[0], x0.shape[1] // 4
-    for name, x in zip(names, arrays):
-        want = (B, 4 * H) if name in wide else (B, H)
-        if x.shape != want:
-            raise ValueError(f"{who}: {name} has shape {x.shape}, but {names[0]} {x0.shape} makes batch {B} and "
-                             f"hidden {H}, so it must be {want}.")
-        if name in writes and not x.flags.writeable:
-            raise ValueError(f"{who}: {name} (shape {x.shape}) is read-only; the kernel writes into it. Pass a copy.")
-
-
 def _contiguous(arrays):
     "Each array, or a C-contiguous copy of it when it is strided (the caller writes copies of outputs back)."
     return [x if x.flags.c_contiguous else np.ascontiguousarray(x) for x in arrays]
@@ -96,8 +70,12 @@ def _contiguous(arrays):
 
 def lstm_gates(a, c_prev, c, tc, h):
     "One LSTM step from the scaled pre-activations a: a becomes the gates (i, f, g, o); c, tanh(c) and h are written. Returns h."
+    # Kept from the contract, as the last line of defence: the loops take the batch and hidden sizes from a
+    # and c, and would read or write past the end of a smaller array. Four comparisons.
+    B, H = c.shape[0], c.shape[1]
+    if a.shape != (B, 4 * H) or c_prev.shape != c.shape or tc.shape != c.shape or h.shape != c.shape:
+        raise ValueError("lstm_gates: the arrays' shapes disagree; call mytorch.nn.recurrent.lstm_gates")
     arrays = (a, c_prev, c, tc, h)
-    _check('lstm_gates', ('a', 'c_prev', 'c', 'tc', 'h'), arrays, ('a',), ('a', 'c', 'tc', 'h'))
     work = _contiguous(arrays)
     wa, wc, wtc = work[0], work[2], work[3]
     np.exp(wa, out=wa)            # NumPy's exp and tanh: SIMD code that the C library's, one element
@@ -116,8 +94,13 @@ def lstm_gates(a, c_prev, c, tc, h):
 
 def lstm_gates_backward(gates, c_prev, tc, dh, dc, dz):
     "One step of LSTM backpropagation: dz = dL/d(pre-activations) is written, dc becomes dL/dc_{t-1}. Returns dz."
+    # Kept from the contract, as the last line of defence: the loop takes the batch and hidden sizes from tc
+    # and would read or write past the end of a smaller array. Five comparisons.
+    s = tc.shape
+    if (gates.shape != dz.shape or gates.shape != (s[0], 4 * s[1]) or c_prev.shape != s or dh.shape != s
+            or dc.shape != s):
+        raise ValueError("lstm_gates_backward: the arrays' shapes disagree; call mytorch.nn.recurrent.lstm_gates_backward")
     arrays = (gates, c_prev, tc, dh, dc, dz)
-    _check('lstm_gates_backward', ('gates', 'c_prev', 'tc', 'dh', 'dc', 'dz'), arrays, ('gates', 'dz'), ('dc', 'dz'))
     work = _contiguous(arrays)
     if gates.dtype.char == 'f':
         _gates_backward[float](work[0], work[1], work[2], work[3], work[4], work[5])

@@ -30,6 +30,8 @@ else:
     from . import autograd, nn, optim, utils
     from .autograd import functional as _, forward_ad as _
     from .nn.activation import erf   # torch.erf; its rule is derived with the other activations
+    from .gradient_check import gradgradcheck, jvpcheck
+    from .autograd.forward_ad import dual_level, make_dual, unpack_dual, UnpackedDual
     del _
 
 # The public names: what the imports above bound, less the submodules (as in torch.__all__),

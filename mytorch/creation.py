@@ -19,7 +19,7 @@ import warnings
 import numpy as np
 from .engine import *
 from .scalar import patch
-from .engine import _user_origin, _grad_mode, _default, _edge, _forward_ad, _push_tangents
+from .engine import _user_origin, _grad_mode, _default, _edge, _forward_ad
 
 # %% ../nbs/11_creation.ipynb #fbedc318
 def _size(size:tuple, fn:str) -> tuple:
@@ -656,7 +656,7 @@ def _overwrite(self, values, op:str, value=None) -> Tensor:
     self._data[...] = values
     self._bump_version()
     if _grad_mode.enabled: _record_overwrite(self, value)
-    if _forward_ad.level: _push_tangents(Fill, None, (self, value), (self,))   # self's old tangent, value's -> self's new one
+    if _forward_ad.level: _forward_ad.push(Fill, None, (self, value), (self,))   # self's old tangent, value's -> self's new one
     return self
 
 def _floating(self, op:str):

@@ -13,6 +13,7 @@ import numpy as np
 from .engine import *
 from .engine import _grad_mode, _format_origin, _forward_ad, _register_dual
 from .kernels import compiled_kernel
+from .scalar import patch
 
 # %% ../nbs/15_indexing.ipynb #12b7be5a
 _BASIC, _MASKS, _INTEGER = 0, 1, 2   # kinds of key: a view; copies without repeats; integer arrays (repeats possible)
@@ -137,7 +138,7 @@ def _index_error(t:Tensor, key:tuple, numpy_msg:str) -> IndexError:
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 def _check_index_add_rows(out, index, src) -> tuple:
-    "(out, index and src as arrays), or the contract's error; kernels/scatter.pyx raises the same messages."
+    "index_add_rows's contract: (out, index and src as arrays), or the error saying what is wrong and the fix."
     if not isinstance(out, np.ndarray):
         raise TypeError(f"index_add_rows: out must be a NumPy array (it is written in place), got {type(out).__name__}.")
     index, src = np.asarray(index), np.asarray(src)
@@ -171,13 +172,13 @@ def _index_add_rows_args(rng, n:int, dtype) -> tuple:
     out = np.zeros((max(1, m // 4), 16), dtype)
     return out, rng.integers(0, len(out), m), rng.standard_normal((m, 16)).astype(dtype)
 
-@compiled_kernel('index_add_rows', extension='scatter', default=True, bench=_index_add_rows_args)
+@compiled_kernel('index_add_rows', extension='indexing', default=True, check=_check_index_add_rows,
+                 bench=_index_add_rows_args)
 def index_add_rows(out:np.ndarray, # (n, ...) float32 or float64, written in place
-                   index, # (m,) integers in [-n, n); repeats add up
-                   src, # (m, ...) the rows to add: out's dtype, and out's shape after the first dimension
+                   index:np.ndarray, # (m,) integers in [-n, n); repeats add up
+                   src:np.ndarray, # (m, ...) the rows to add: out's dtype, and out's shape after the first dimension
                   ) -> np.ndarray: # out
     "out[index[j]] += src[j] for each j in order, in place: the scatter-add behind the backward of indexing and embeddings."
-    out, index, src = _check_index_add_rows(out, index, src)
     np.add.at(out, index, src)   # unbuffered: a repeated row receives every one of its additions
     return out
 
@@ -239,15 +240,14 @@ def _stale_view_error(ctx) -> RuntimeError:
         f"view's gradient would describe numbers that are gone. Take the view after the write, or write into a copy.")
 
 # %% ../nbs/15_indexing.ipynb #6a1030d2
-def _getitem(self, key):
+@patch
+def __getitem__(self:Tensor, key):
     "x[key] with PyTorch's rules (NumPy's, except that integers apply before arrays); a view for a basic key."
     k, kind = _index_key(key)
     try:
         nk = k if kind == _BASIC else _advanced_key(k, self._data.shape)   # PyTorch's placement of arrays around `...`
         return Index.apply(self, _torch_order(nk, kind), kind)
     except IndexError as e: raise _index_error(self, k, str(e)) from None
-
-Tensor.__getitem__ = _getitem
 
 # %% ../nbs/15_indexing.ipynb #5d1b226b
 class IndexPut(Function):
@@ -317,9 +317,10 @@ def _write_tangent(self:Tensor, key, value):
         t = Tensor(np.zeros(self.shape, self.dtype), _origin=self._origin) if t is None else t * 1.0
         self._fw_grad = t
         _register_dual(self)
-    _setitem(t, key, 0.0 if tv is None else tv)   # the same write: a tangent that is in a graph is rebased like x
+    t[key] = 0.0 if tv is None else tv   # the same write: a tangent that is in a graph is rebased like x
 
-def _setitem(self, key, value):
+@patch
+def __setitem__(self:Tensor, key, value):
     "x[key] = value, in place; differentiable with respect to x and value while recording."
     k, kind = _index_key(key)
     try: k = _torch_order(k if kind == _BASIC else _advanced_key(k, self._data.shape), kind)
@@ -339,10 +340,8 @@ def _setitem(self, key, value):
             a, kk = _at(self._data, k)
             a[kk] = value._data if is_tensor else value
     except (IndexError, ValueError) as e: raise _setitem_error(self, k, value, e) from None
-    self._version.value += 1
+    self._bump_version()
     if _forward_ad.level: _write_tangent(self, key, value)
-
-Tensor.__setitem__ = _setitem
 
 # %% ../nbs/15_indexing.ipynb #6fa9a902
 def _dim(t:Tensor, dim:int, op:str) -> int:

@@ -57,20 +57,26 @@ def open_page(browser):
 
 
 def compiled_twin(kernel):
-    """The compiled twin of `kernel` (a function marked with `compiled_kernel`). Skips when it was not
-    built; fails instead when the `CI` environment variable is set, because `make test` builds the
-    kernels and a missing one there is a broken build, not a machine without a compiler."""
+    """The compiled twin of `kernel` (a function marked with `compiled_kernel`), behind the kernel's check, as a
+    call runs it. Skips when it was not built; fails instead when the `CI` environment variable is set, because
+    `make test` builds the kernels and a missing one there is a broken build, not a machine without a compiler."""
+    import mytorch.kernels as K
+    entry = K._registry[kernel.__name__]
     if kernel.compiled is None:
-        import mytorch.kernels as K
-        why = (f"the compiled {kernel.__name__} is unavailable ({K._registry[kernel.__name__].why}); build the "
+        why = (f"the compiled {kernel.__name__} is unavailable ({entry.missing}); build the "
                "kernels with `python setup.py build_ext --inplace` (make test does)")
         if os.environ.get("CI"):
             pytest.fail(f"CI is set, so the compiled kernels must be tested, but {why}")
         pytest.skip(why)
-    return kernel.compiled
+    return entry.checked("cython")
+
+
+def checked_reference(kernel):
+    "The NumPy reference of `kernel` behind the kernel's check, as a call runs it when the reference is chosen."
+    import mytorch.kernels as K
+    return K._registry[kernel.__name__].checked("numpy")
 
 
 def running(kernel):
-    "The function that a call of `kernel` runs: its NumPy reference or its compiled twin."
-    impl, = [c.cell_contents for c in kernel.__closure__ if callable(c.cell_contents)]
-    return impl
+    "The function that a call of `kernel` runs after its check: its NumPy reference or its compiled twin."
+    return kernel.impl

@@ -1,4 +1,5 @@
-"""The Cython kernels (kernels/*.pyx) against their NumPy references (nbs/40_kernels.ipynb).
+"""The Cython kernels of the kernels chapter (kernels/kernels.pyx) against their NumPy references (nbs/09_kernels.ipynb),
+and the registry every kernel is entered in (`compiled_kernel`).
 
 Tests that need the compiled extension skip, with the reason, when it is not built; when the
 `CI` environment variable is set they fail instead, because `make test` builds the extension
@@ -9,6 +10,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+import types
 
 import numpy as np
 import pytest
@@ -23,8 +26,8 @@ DTYPES = [np.float32, np.float64]
 
 def require_extension():
     "Skip (or, under CI, fail) when the Cython extension did not import."
-    if K._fused is None:
-        why = (f"the Cython kernels are not built ({K._fused_missing}); "
+    if K._registry["sum_of_squares"].compiled is None:
+        why = (f"the Cython kernels are not built ({K._registry['sum_of_squares'].missing}); "
                "build them with `python setup.py build_ext --inplace` (make test does)")
         if os.environ.get("CI"):
             pytest.fail(f"CI is set, so the compiled kernels must be tested, but {why}")
@@ -124,7 +127,7 @@ def test_fma_matches_reference(compiled, dtype, layout):
 def test_fma_rounds_exactly_as_numpy(compiled, dtype):
     """Product rounded, then the sum: bit for bit NumPy's a*b + c. This fails if the compiler contracts
     the loop into FMA instructions (ARM64, or x86-64 with -march=native), which the
-    `# distutils: extra_compile_args = -ffp-contract=off` line in kernels/fused.pyx forbids."""
+    `# distutils: extra_compile_args = -ffp-contract=off` line in kernels/kernels.pyx forbids."""
     rng = np.random.default_rng(3)
     a, b, c = (rng.standard_normal(10_000).astype(dtype) for _ in range(3))
     np.testing.assert_array_equal(compiled.fma(a, b, c), a * b + c)
@@ -242,12 +245,13 @@ def test_both_namespaces_raise_the_same_message(compiled):
 
 
 def test_raw_extension_refuses_what_it_cannot_handle(compiled):
-    "mytorch._fused is called only through the checks, but it must not read out of bounds when misused."
-    f = K._fused
+    """mytorch._kernels is called after the check, but called directly it must not read out of bounds: fma keeps its
+    comparison of lengths, the typed memoryviews refuse other dtypes, and any layout is flattened, not misread."""
+    f = K._load("kernels")[0]
     with pytest.raises(ValueError, match="lengths differ"):
         f.fma(np.ones(3), np.ones(4), np.ones(3))
-    with pytest.raises(ValueError):  # a strided view is not C-contiguous: the memoryview refuses it
-        f.sum_of_squares(np.ones(10)[::2])
+    assert f.sum_of_squares(np.arange(10.0)[::2]) == sum(v * v for v in range(0, 10, 2))  # strided: copied by ravel
+    np.testing.assert_array_equal(f.fma(*[np.ones((3, 4)).T] * 3), np.full((4, 3), 2.0))
     with pytest.raises(ValueError, match="Buffer dtype mismatch"):
         f.sum_of_squares(np.ones(3, np.int64))
     with pytest.raises(ValueError, match="Buffer dtype mismatch"):
@@ -255,8 +259,8 @@ def test_raw_extension_refuses_what_it_cannot_handle(compiled):
 
 
 def test_compiled_namespace_without_extension_says_how_to_build(monkeypatch):
-    monkeypatch.setattr(K, "_fused", None)
-    monkeypatch.setattr(K, "_fused_missing", "extension not built: test")
+    monkeypatch.setattr(K._registry["sum_of_squares"], "compiled", None)
+    monkeypatch.setattr(K._registry["sum_of_squares"], "missing", "extension not built: test")
     with pytest.raises(RuntimeError, match=r"unavailable \(extension not built: test\).*build_ext --inplace"):
         K.cython_kernels.sum_of_squares(np.ones(3))
 
@@ -274,12 +278,12 @@ def run_python(code, env_extra=None, drop=("MYTORCH_KERNELS",)):
 
 PROBE = """
 import mytorch.kernels as k
-print(k.kernel_backend())
+print(k.kernel_backend("sum_of_squares"))
 print(k.kernel_backend('sum_of_squares'), '|', k.kernel_backend('fma'))
-print(k._active['sum_of_squares'] is k.numpy_kernels.sum_of_squares, k._active['fma'] is k.numpy_kernels.fma)
+print(k.sum_of_squares.impl is k.sum_of_squares.reference, k.fma.impl is k.fma.reference)
 print(k.sum_of_squares([3.0, 4.0]), k.fma([1.0], [2.0], [3.0]))
 """
-BLOCK = "import sys; sys.modules['mytorch._fused'] = None\n"
+BLOCK = "import sys; sys.modules['mytorch._kernels'] = None\n"
 
 
 def test_default_backend_follows_enabled_by_default(compiled):
@@ -312,20 +316,21 @@ def test_this_process_matches_its_environment():
     mode = os.environ.get("MYTORCH_KERNELS", "").strip().lower() or "auto"
     if mode == "numpy":
         assert K.kernel_backend() == "numpy (MYTORCH_KERNELS=numpy)"
-        assert all(fn is getattr(K.numpy_kernels, name) for name, fn in K._active.items())
-    elif K._fused is None:
-        assert K.kernel_backend() == f"numpy ({K._fused_missing})"
+        assert all(getattr(K, name).impl is getattr(K, name).reference for name in K.KERNELS)
+    elif K._registry["sum_of_squares"].compiled is None:
+        assert K.kernel_backend("fma") == f"numpy ({K._registry['fma'].missing})"
     else:
-        for name, fn in K._active.items():
+        for name in K.KERNELS:
             on = mode == "cython" or K.enabled_by_default[name]
-            assert fn is getattr(K.cython_kernels if on else K.numpy_kernels, name)
+            f = getattr(K, name)
+            assert (f.impl, f.backend) == ((f.compiled, "cython") if on else (f.reference, "numpy"))
 
 
 def test_imports_and_computes_without_the_extension():
     r = run_python(BLOCK + PROBE)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    assert lines[0].startswith("numpy (extension not built: ") and "mytorch._fused" in lines[0]
+    assert lines[0].startswith("numpy (extension not built: ") and "mytorch._kernels" in lines[0]
     assert lines[2:] == ["True True", "25.0 [5.]"]
 
 
@@ -343,19 +348,21 @@ def test_unknown_env_value_is_refused():
 
 
 def test_stale_extension_falls_back_with_the_reason():
-    code = ("import sys, types; m = types.ModuleType('mytorch._fused'); m.sum_of_squares = len\n"
-            "sys.modules['mytorch._fused'] = m\nimport mytorch.kernels as k; print(k.kernel_backend())")
+    code = ("import sys, types; m = types.ModuleType('mytorch._kernels'); m.sum_of_squares = len\n"
+            "sys.modules['mytorch._kernels'] = m\nimport mytorch.kernels as k; print(k.kernel_backend('fma'))")
     r = run_python(code)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "numpy (extension is stale: mytorch._fused has no fma; rebuild it)"
+    assert r.stdout.strip() == ("numpy (mytorch._kernels has no fma: if kernels/kernels.pyx defines it, the build is "
+                                "stale; rebuild it)")
 
 
-def test_import_mytorch_does_not_import_kernels():
-    code = ("import sys, mytorch; print('mytorch.kernels' in sys.modules, 'mytorch._fused' in sys.modules)\n"
-            "k = mytorch.kernels; print('mytorch.kernels' in sys.modules, k.__name__)")
+def test_import_mytorch_loads_the_kernels_the_core_uses():
+    "`import mytorch` loads the NumPy core eagerly, and the core's ops (index_add_rows) run through compiled_kernel."
+    code = ("import sys, mytorch; print('mytorch.kernels' in sys.modules, mytorch.indexing.index_add_rows.backend in "
+            "('numpy', 'cython'), mytorch.kernels.__name__)")
     r = run_python(code)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines() == ["False False", "True mytorch.kernels"]
+    assert r.stdout.splitlines() == ["True True mytorch.kernels"]
 
 
 def test_kernel_backend_names_unknown_kernels():
@@ -367,8 +374,8 @@ def test_every_kernel_is_in_every_namespace():
     for name in K.KERNELS:
         assert callable(getattr(K.numpy_kernels, name)) and callable(getattr(K.cython_kernels, name))
         assert name in K.enabled_by_default and callable(getattr(K, name))
-        if K._fused is not None:
-            assert callable(getattr(K._fused, name))
+        if K._load("kernels")[0] is not None:
+            assert callable(getattr(K._load("kernels")[0], name))
 
 
 # -- property-based: random shapes, dtypes and layouts ------------------------------------------
@@ -422,8 +429,9 @@ def test_benchmark_table_and_defaults_rule():
 
 def test_benchmark_runs(compiled):
     rows = K.benchmark(sizes=(10, 1000), repeat=1, budget=1e-4)
-    # this chapter's kernels, then those of later chapters that this test session has imported
-    names = list(K.KERNELS) + [k for k, v in K._registry.items() if v.bench is not None]
+    # this chapter's kernels, then those of later chapters that this test session has imported: one registry
+    names = [k for k, v in K._registry.items() if v.bench is not None]
+    assert names[:2] == list(K.KERNELS)
     assert [(r["kernel"], r["dtype"], r["size"]) for r in rows] == [
         (k, d, n) for k in names for d in ("float32", "float64") for n in (10, 1000)]
     for r in rows:
@@ -444,3 +452,41 @@ def test_benchmark_script_prints_wins_and_losses(compiled):
     assert sum(line.split()[0] in K.KERNELS for line in rows) == 8  # 2 kernels x 2 dtypes x 2 sizes
     assert len(rows) % 4 == 0 and len(rows) > 8  # and the kernels of the later chapters, as many rows each
     assert "enabled_by_default=" in out
+
+
+# -- one registry, one check ---------------------------------------------------------------------
+
+def test_this_chapters_kernels_are_in_the_one_registry():
+    "sum_of_squares and fma are registered like every later kernel; the old names are views onto the registry."
+    for name in K.KERNELS:
+        f, k = getattr(K, name), K._registry[name]
+        assert (f.reference, f.compiled, f.check) == (k.reference, k.compiled, k.check) and k.extension == "kernels"
+        assert f.check is not None and k.bench is not None and K.enabled_by_default[name] == k.default
+        assert f.backend == ("numpy" if k.why else "cython") and f.impl is (f.reference if k.why else f.compiled)
+        assert f.__name__ == name and f.__wrapped__ is f.reference
+
+
+@pytest.mark.parametrize("default", [True, False])
+def test_the_check_runs_once_before_whichever_implementation_runs(monkeypatch, default):
+    "compiled_kernel's wrapper calls `check` once per call, then the chosen implementation on what it returned."
+    monkeypatch.setitem(K._extensions, "fake_ext", (types.SimpleNamespace(halve=lambda x, scale=1: ("compiled", x)), None))
+    calls = []
+    def check(x, scale=1):
+        calls.append(x)
+        if x < 0: raise ValueError(f"halve: x must be >= 0, got {x}")
+        return float(x), scale
+
+    @K.compiled_kernel("halve", extension="fake_ext", default=default, check=check)
+    def halve(x, scale=1): return ("reference", x)
+    try:
+        on = K._kernels_mode() == "cython" or (K._kernels_mode() == "auto" and default)
+        assert halve.backend == ("cython" if on else "numpy")
+        assert halve(3) == (("compiled" if on else "reference"), 3.0) and calls == [3]   # the check's float, once
+        assert halve.impl is (halve.compiled if on else halve.reference)
+        with pytest.raises(ValueError, match="x must be >= 0, got -1"):
+            halve(-1, scale=2)
+        assert calls == [3, -1]
+        assert K._registry["halve"].checked("numpy")(4) == ("reference", 4.0)
+        assert K._registry["halve"].checked("cython")(4) == ("compiled", 4.0) and calls == [3, -1, 4, 4]
+    finally:
+        del K._registry["halve"]

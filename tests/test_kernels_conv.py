@@ -1,4 +1,4 @@
-"""The compiled convolution and pooling kernels (kernels/conv.pyx, kernels/pool.pyx) against their
+"""The compiled convolution and pooling kernels (kernels/conv.pyx, kernels/pooling.pyx) against their
 NumPy references (nbs/25_conv.ipynb, nbs/26_pooling.ipynb).
 
 Each kernel is a function of its chapter marked with `@compiled_kernel`: `f.reference` is the
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import compiled_twin as twin, running
+from conftest import checked_reference, compiled_twin as twin, running
 
 import mytorch
 import mytorch.kernels as K
@@ -323,8 +323,8 @@ def max_pool_definition(a, geo):
 
 
 def both(kernel):
-    "The implementations of `kernel` to check: its reference, and its compiled twin where built (always under CI)."
-    return [kernel.reference] + ([twin(kernel)] if kernel.compiled is not None or os.environ.get("CI") else [])
+    "The implementations of `kernel` to check, each behind the kernel's check: its reference, and its compiled twin where built (always under CI)."
+    return [checked_reference(kernel)] + ([twin(kernel)] if kernel.compiled is not None or os.environ.get("CI") else [])
 
 
 # Hand-made geometries (padding beyond kernel // 2, windows past the input) in which some windows have
@@ -428,12 +428,13 @@ def test_scatter_add_reference_checks_the_index_contract_as_the_compiled_does(id
             f(g, idx, 4)
         messages.add(str(e.value))
     assert len(messages) == 1
+    reference = checked_reference(pooling.plane_scatter_add)
     with pytest.raises(ValueError, match=r"g and idx must be 2-D arrays \(planes, values\) of one shape"):
-        pooling.plane_scatter_add.reference(g, idx.T[:1], 4)
+        reference(g, idx.T[:1], 4)
     with pytest.raises(TypeError, match="idx has dtype float64, but must hold integers"):
-        pooling.plane_scatter_add.reference(g, idx.astype(float), 4)
+        reference(g, idx.astype(float), 4)
     with pytest.raises(ValueError, match="must be non-negative"):
-        pooling.plane_scatter_add.reference(g, idx, -1)
+        reference(g, idx, -1)
 
 
 def test_plane_gather_refuses_an_index_outside_the_plane():
@@ -500,9 +501,8 @@ PROBE = """
 import numpy as np
 import mytorch, mytorch.kernels as k, mytorch.nn.conv as c, mytorch.nn.pooling as p
 for f in (c.im2col, c.col2im, p.max_pool_with_indices, p.plane_scatter_add):
-    impl, = [cell.cell_contents for cell in f.__closure__ if callable(cell.cell_contents)]
-    print(f.__name__, '|', k.kernel_backend(f.__name__), '|', 'reference' if impl is f.reference else
-          'compiled' if impl is f.compiled else 'other')
+    print(f.__name__, '|', k.kernel_backend(f.__name__), '|', 'reference' if f.impl is f.reference else
+          'compiled' if f.impl is f.compiled else 'other', f.backend)
 x = mytorch.tensor(np.arange(32.0).reshape(1, 2, 4, 4), requires_grad=True)
 y = p.max_pool2d(c.conv2d(x, mytorch.ones(2, 2, 3, 3, dtype=mytorch.float64), padding=1), 2)
 y.sum().backward()
@@ -519,7 +519,7 @@ def probe_lines(env=None, block=None):
 
 def test_env_numpy_makes_the_decorated_functions_run_their_references():
     kernels, numbers = probe_lines({"MYTORCH_KERNELS": "numpy"})
-    assert kernels == [(name, "numpy (MYTORCH_KERNELS=numpy)", "reference") for name in NAMES]
+    assert kernels == [(name, "numpy (MYTORCH_KERNELS=numpy)", "reference numpy") for name in NAMES]
     assert numbers == probe_lines()[1]            # and the same numbers as by default
 
 
@@ -529,15 +529,15 @@ def test_default_runs_the_measured_defaults():
     kernels, _ = probe_lines()
     assert kernels == [(name, "cython" if K._registry[name].default else
                         "numpy (off by default: it does not clearly beat NumPy in benchmarks/kernels.py)",
-                        "compiled" if K._registry[name].default else "reference") for name in NAMES]
+                        "compiled cython" if K._registry[name].default else "reference numpy") for name in NAMES]
 
 
-@pytest.mark.parametrize("block, names", [("mytorch._conv", NAMES[:2]), ("mytorch._pool", NAMES[2:])])
+@pytest.mark.parametrize("block, names", [("mytorch._conv", NAMES[:2]), ("mytorch._pooling", NAMES[2:])])
 def test_without_an_extension_the_references_run(block, names):
     kernels, numbers = probe_lines(block=block)
     for name, backend, impl in kernels:
         if name in names:
-            assert backend.startswith(f"numpy (extension not built: ") and block in backend and impl == "reference"
+            assert backend.startswith(f"numpy (extension not built: ") and block in backend and impl == "reference numpy"
     reference_numbers = probe_lines({"MYTORCH_KERNELS": "numpy"})[1]
     assert numbers == reference_numbers
 
@@ -575,3 +575,29 @@ def test_kernels_benchmark_times_every_registered_kernel():
     unknown = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "kernels.py"), "--kernels", "no_such_kernel"],
                              capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
     assert unknown.returncode == 1 and "No compiled kernel to time named no_such_kernel" in unknown.stdout
+
+
+def test_raw_compiled_kernels_refuse_what_would_read_or_write_out_of_bounds():
+    """The contract is checked in Python, before either implementation; a compiled twin called directly, without
+    the check, keeps only the guards that stand between a bad argument and memory outside an array."""
+    for f in (conv.im2col, conv.col2im, pooling.max_pool_with_indices, pooling.plane_scatter_add):
+        twin(f)
+    geom = CONV_GEOMETRIES["3x3 same"]
+    with pytest.raises(ValueError, match="stride or dilation below 1"):        # the loops divide by the strides
+        conv.im2col.compiled(np.zeros((1, 1) + geom.in_size), geom._replace(stride=(0, 1)))
+    with pytest.raises(ValueError, match="stride or dilation below 1"):
+        conv.col2im.compiled(np.zeros((1, 1) + geom.kernel + geom.out_size), geom._replace(dilation=(1, 0)))
+    geo = pooling._geometry(mytorch.zeros(1, 4, 4), 2, "test", 2, None, 0)
+    with pytest.raises(ValueError, match="fewer than 2 dims"):                 # 1-D would be read as an n x n plane
+        pooling.max_pool_with_indices.compiled(np.zeros(4), geo)
+    with pytest.raises(ValueError, match="stride or dilation below 1"):
+        pooling.max_pool_with_indices.compiled(np.zeros((1, 4, 4)), geo._replace(stride=(0, 2)))
+    g = np.ones((2, 3))
+    with pytest.raises(IndexError, match="out of range"):                      # an index past its plane
+        pooling.plane_scatter_add.compiled(g, np.array([[0, 1, 2], [2, 4, 0]]), 4)
+    with pytest.raises(IndexError, match="out of range"):
+        pooling.plane_scatter_add.compiled(g, -np.ones((2, 3), np.int64), 4)
+    with pytest.raises(ValueError, match="differ in shape"):                  # idx read with g's shape
+        pooling.plane_scatter_add.compiled(g, np.zeros((2, 2), np.int64), 4)
+    with pytest.raises(ValueError, match="buffer dtype"):                     # Cython's typed memoryviews: the dtype
+        conv.col2im.compiled(np.zeros((1, 1) + geom.kernel + geom.out_size, np.float16), geom)

@@ -1,8 +1,9 @@
-"""The compiled batch-norm kernels (kernels/norm.pyx) against their NumPy references (nbs/27_normalization.ipynb).
+"""The compiled batch-norm kernels (kernels/normalization.pyx) against their NumPy references (nbs/27_normalization.ipynb).
 
 `channel_moments`, `channel_normalize` and `channel_norm_backward` in `mytorch.nn.normalization`
 are marked with `@compiled_kernel`: `f.reference` is the NumPy function as the chapter wrote it,
-`f.compiled` the compiled twin (None when the extension is not built). The twins add in another
+`f.compiled` the compiled twin (None when the extension is not built), and `f.check` the contract both run
+after. The twins add in another
 order (row by row, four partial sums, merged by Chan's formula) and compute elementwise in
 float64, so they agree with the references to rounding, not bit for bit: the tests compare with
 `assert_close`'s tolerance (chapter 02), from the dtype, the number of terms in each result and
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import compiled_twin as twin, running
+from conftest import checked_reference, compiled_twin as twin, running
 
 import mytorch
 import mytorch.kernels as K
@@ -183,22 +184,23 @@ def test_inputs_are_left_alone():
 
 # -- contract ------------------------------------------------------------------------------
 
-def test_errors_name_the_kernel_the_input_and_the_fix():
-    for f in KERNELS:
-        twin(f)
+@pytest.mark.parametrize("which", ["reference", "compiled"])
+def test_errors_name_the_kernel_the_input_and_the_fix(which):
+    "The check runs before either implementation: each refuses the same arguments with the same message."
+    side = checked_reference if which == "reference" else twin
     x, g, mean, inv_std, w, b = inputs((2, 3, 4), np.float64)
     with pytest.raises(TypeError, match=r"channel_moments: x has dtype int64.*astype\(np.float64\).*reference"):
-        norm.channel_moments.compiled(np.zeros((2, 3, 4), np.int64))
+        side(norm.channel_moments)(np.zeros((2, 3, 4), np.int64))
     with pytest.raises(ValueError, match=r"channel_normalize: x must be 3-D \(A, C, B\).*got shape \(2, 3, 4, 1\)"):
-        norm.channel_normalize.compiled(x[..., None], mean, inv_std, w, b)
+        side(norm.channel_normalize)(x[..., None], mean, inv_std, w, b)
     with pytest.raises(ValueError, match=r"channel_normalize: weight must hold one float per channel \(3\), got an array of shape \(4,\)"):
-        norm.channel_normalize.compiled(x, mean, inv_std, np.ones(4), b)
+        side(norm.channel_normalize)(x, mean, inv_std, np.ones(4), b)
     with pytest.raises(ValueError, match=r"channel_norm_backward: mean must hold one float per channel \(3\), got None"):
-        norm.channel_norm_backward.compiled(g, x, None, inv_std, w)
+        side(norm.channel_norm_backward)(g, x, None, inv_std, w)
     with pytest.raises(ValueError, match=r"channel_norm_backward: g must have x's shape and dtype \(2, 3, 4\), float64; got \(2, 3, 5\)"):
-        norm.channel_norm_backward.compiled(np.zeros((2, 3, 5)), x, mean, inv_std, w)
+        side(norm.channel_norm_backward)(np.zeros((2, 3, 5)), x, mean, inv_std, w)
     with pytest.raises(ValueError, match=r"g must have x's shape and dtype .* float32"):
-        norm.channel_norm_backward.compiled(g.astype(np.float32), x, mean, inv_std, w)
+        side(norm.channel_norm_backward)(g.astype(np.float32), x, mean, inv_std, w)
 
 
 # -- the layer on both paths ---------------------------------------------------------------
@@ -227,30 +229,24 @@ def test_batch_norm_plain_backward_agrees_with_the_recorded_one(shape, dtype):
         assert_close(p, r, dtype=np.dtype(dtype), n=n + n_stats, scale=scale)
 
 
-def test_batch_norm_output_and_gradients_do_not_depend_on_the_backend():
+def test_batch_norm_output_and_gradients_do_not_depend_on_the_backend(monkeypatch):
     "The same forward and backward with the compiled kernels and with the references (float64)."
     for f in KERNELS:
         twin(f)
     rng = np.random.default_rng(7)
     xd, up = rng.standard_normal((5, 3, 4, 4)) + 2, rng.standard_normal((5, 3, 4, 4))
     results = {}
-    for backend in ("compiled", "reference"):
-        saved = {f.__name__: running(f) for f in KERNELS}
-        try:
-            for f in KERNELS:           # point each decorated function at one implementation
-                cell, = [c for c in f.__closure__ if callable(c.cell_contents)]
-                cell.cell_contents = getattr(f, backend)
+    for backend in ("cython", "numpy"):
+        with monkeypatch.context() as m:
+            for f in KERNELS:           # point the layer at one implementation, behind the kernel's check
+                m.setattr(norm, f.__name__, K._registry[f.__name__].checked(backend))
             bn = mytorch.nn.BatchNorm2d(3, dtype=mytorch.float64)
             x = mytorch.tensor(xd, requires_grad=True)
             y = bn(x)
             y.backward(mytorch.tensor(up))
             results[backend] = [y.detach().numpy(), x.grad.numpy(), bn.weight.grad.numpy(), bn.bias.grad.numpy(),
                                 bn.running_mean.numpy(), bn.running_var.numpy()]
-        finally:
-            for f in KERNELS:
-                cell, = [c for c in f.__closure__ if callable(c.cell_contents)]
-                cell.cell_contents = saved[f.__name__]
-    for a, b in zip(results["compiled"], results["reference"]):
+    for a, b in zip(results["cython"], results["numpy"]):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-13 * max(1.0, np.abs(b).max()))
 
 
@@ -260,9 +256,8 @@ PROBE = """
 import numpy as np
 import mytorch, mytorch.kernels as k, mytorch.nn.normalization as n
 for f in (n.channel_moments, n.channel_normalize, n.channel_norm_backward):
-    impl, = [cell.cell_contents for cell in f.__closure__ if callable(cell.cell_contents)]
-    print(f.__name__, '|', k.kernel_backend(f.__name__), '|', 'reference' if impl is f.reference else
-          'compiled' if impl is f.compiled else 'other')
+    print(f.__name__, '|', k.kernel_backend(f.__name__), '|', 'reference' if f.impl is f.reference else
+          'compiled' if f.impl is f.compiled else 'other', f.backend)
 bn = mytorch.nn.BatchNorm2d(2, dtype=mytorch.float64)
 x = mytorch.tensor(np.arange(48.0).reshape(3, 2, 2, 4) ** 1.5, requires_grad=True)
 (bn(x) * mytorch.tensor(np.linspace(-1, 1, 48).reshape(3, 2, 2, 4))).sum().backward()
@@ -283,7 +278,7 @@ def probe_lines(env_extra=None, block=None):
 
 def test_env_numpy_runs_the_references_with_the_same_numbers():
     kernels, numbers = probe_lines({"MYTORCH_KERNELS": "numpy"})
-    assert kernels == [(name, "numpy (MYTORCH_KERNELS=numpy)", "reference") for name in NAMES]
+    assert kernels == [(name, "numpy (MYTORCH_KERNELS=numpy)", "reference numpy") for name in NAMES]
     assert numbers == probe_lines()[1]
 
 
@@ -293,13 +288,14 @@ def test_default_runs_the_measured_defaults():
     kernels, _ = probe_lines()
     assert kernels == [(name, "cython" if K._registry[name].default else
                         "numpy (off by default: it does not clearly beat NumPy in benchmarks/kernels.py)",
-                        "compiled" if K._registry[name].default else "reference") for name in NAMES]
+                        "compiled cython" if K._registry[name].default else "reference numpy") for name in NAMES]
 
 
 def test_without_the_extension_the_references_run():
-    kernels, numbers = probe_lines(block="mytorch._norm")
+    kernels, numbers = probe_lines(block="mytorch._normalization")
     for name, backend, impl in kernels:
-        assert backend.startswith("numpy (extension not built: ") and "mytorch._norm" in backend and impl == "reference"
+        assert backend.startswith("numpy (extension not built: ") and "mytorch._normalization" in backend
+        assert impl == "reference numpy"
     assert numbers == probe_lines({"MYTORCH_KERNELS": "numpy"})[1]
 
 
@@ -315,7 +311,7 @@ def test_kernel_functions_keep_the_references_names_and_docs_and_stay_private():
     for f in KERNELS:
         assert f.__name__ == f.reference.__name__ and f.__doc__ == f.reference.__doc__ and f.__wrapped__ is f.reference
         assert f.__name__ not in norm.__all__
-        assert K._registry[f.__name__].bench is not None and K._registry[f.__name__].extension == "norm"
+        assert K._registry[f.__name__].bench is not None and K._registry[f.__name__].extension == "normalization"
 
 
 def test_float16_uses_the_references():

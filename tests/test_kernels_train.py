@@ -1,5 +1,5 @@
 """The training kernels against their NumPy references: `index_add_rows` (nbs/15_indexing.ipynb,
-kernels/scatter.pyx), `adam_update` (nbs/30_optim.ipynb, kernels/optim.pyx), `lstm_gates` and
+kernels/indexing.pyx), `adam_update` (nbs/30_optim.ipynb, kernels/optim.pyx), `lstm_gates` and
 `lstm_gates_backward` (nbs/28_recurrent.ipynb, kernels/recurrent.pyx).
 
 Each compiled kernel makes its reference's roundings in its reference's order, so the two are
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import compiled_twin as compiled
+from conftest import checked_reference, compiled_twin as compiled
 from mytorch.gradient_check import assert_close
 
 import mytorch
@@ -28,7 +28,7 @@ DTYPES = [np.float32, np.float64]
 DT_IDS = ["float32", "float64"]
 KERNELS = {"index_add_rows": index_add_rows, "adam_update": adam_update, "lstm_gates": lstm_gates,
            "lstm_gates_backward": lstm_gates_backward}
-EXTENSIONS = {"index_add_rows": "scatter", "adam_update": "optim", "lstm_gates": "recurrent",
+EXTENSIONS = {"index_add_rows": "indexing", "adam_update": "optim", "lstm_gates": "recurrent",
               "lstm_gates_backward": "recurrent"}
 
 
@@ -38,7 +38,8 @@ def both(kernel):
 
 
 def impl(kernel, which):
-    return kernel.reference if which == "reference" else compiled(kernel)
+    "One implementation of `kernel`, behind the kernel's check, as a call runs it."
+    return checked_reference(kernel) if which == "reference" else compiled(kernel)
 
 
 def assert_same(got, want):
@@ -174,7 +175,7 @@ def read_only():
 def test_index_add_rows_errors_match(case):
     cy = compiled(index_add_rows)
     args = read_only() if case == "read-only" else dict(BAD_INDEX_ADD)[case]()
-    msg = same_error(index_add_rows.reference, cy, *args)
+    msg = same_error(checked_reference(index_add_rows), cy, *args)
     assert msg.startswith("index_add_rows: ")
 
 
@@ -339,7 +340,7 @@ def test_adam_update_errors_match():
     a = ok(); a[4] = np.zeros(6); cases.append(a)                             # amsgrad state of the wrong shape
     a = ok(); a[2].flags.writeable = False; cases.append(a)                   # read-only state
     a = ok(); a[0] = [0.0] * 6; cases.append(a)                               # a list
-    msgs = [same_error(adam_update.reference, cy, *c, *hyper) for c in cases]
+    msgs = [same_error(checked_reference(adam_update), cy, *c, *hyper) for c in cases]
     assert all(m.startswith("adam_update: ") for m in msgs)
     assert "param has dtype int64" in msgs[0] and "grad has dtype float32 and param float64" in msgs[1]
     assert "exp_avg_sq has shape (3, 2) but param has (2, 3)" in msgs[2] and "exp_avg is None" in msgs[3]
@@ -438,7 +439,7 @@ def test_gates_errors_match():
         a = base(); a[-1].flags.writeable = False; cases.append(a)            # read-only output
         a = base(); a[1] = a[1].tolist(); cases.append(a)                     # a list
         a = base(); a[0] = a[0][0]; cases.append(a)                           # 1-D
-        msgs = [same_error(kernel.reference, cy, *c) for c in cases]
+        msgs = [same_error(checked_reference(kernel), cy, *c) for c in cases]
         assert all(m.startswith(name + ": ") for m in msgs), msgs
 
 
@@ -513,7 +514,7 @@ print(mytorch.indexing.index_add_rows(np.zeros(2), np.array([1, 1]), np.ones(2))
 
 
 def test_without_the_extensions_the_references_run():
-    block = "import sys\nfor e in ('scatter', 'optim', 'recurrent'): sys.modules['mytorch._' + e] = None\n"
+    block = "import sys\nfor e in ('indexing', 'optim', 'recurrent'): sys.modules['mytorch._' + e] = None\n"
     r = run_python(block + PROBE)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
@@ -544,3 +545,24 @@ def test_integer_keys_go_through_index_add_rows(monkeypatch):
                 (2, np.array([3, 0, 3])), (np.array([3, 0, 3]), np.array([3, 0, 3]))]:
         np.add.at(want, key, 1.0)
     np.testing.assert_array_equal(x.grad.numpy(), want)
+
+
+def test_raw_compiled_kernels_refuse_what_would_read_or_write_out_of_bounds():
+    """The contract is checked in Python, before either implementation; a compiled twin called directly, without
+    the check, keeps only the guards that stand between a bad argument and memory outside an array."""
+    for kernel in KERNELS.values():
+        compiled(kernel)
+    with pytest.raises(IndexError, match="out of range"):                 # a row past the end of out
+        index_add_rows.compiled(np.zeros((2, 3)), np.array([0, 5]), np.ones((2, 3)))
+    with pytest.raises(IndexError, match="out of range"):
+        index_add_rows.compiled(np.zeros((2, 3)), np.array([-3]), np.ones((1, 3)))
+    with pytest.raises(ValueError, match="sizes differ"):                 # a moment shorter than the parameter
+        adam_update.compiled(np.zeros(4), np.zeros(4), np.zeros(3), np.zeros(4), None,
+                             1, 0.1, 0.9, 0.999, 1e-8, 0.0, False, False)
+    a, c_prev, c, tc, h = gate_args(lstm_gates, np.random.default_rng(0), 2, 3, np.float64)
+    with pytest.raises(ValueError, match="shapes disagree"):              # c_prev of one row for a batch of two
+        lstm_gates.compiled(a, c_prev[:1], c, tc, h)
+    args = gate_args(lstm_gates_backward, np.random.default_rng(0), 2, 3, np.float64)
+    args[3] = args[3][:, :2]
+    with pytest.raises(ValueError, match="shapes disagree"):
+        lstm_gates_backward.compiled(*args)

@@ -34,13 +34,7 @@ ALIASES = {
 # Methods still attached under another function's name, in chapters being converted to `patch`:
 # 12_elementwise, 15_indexing (Tensor), 28_recurrent (RNNBase, RNNCellBase), 30_optim (Optimizer).
 # Each entry is expected to fail (strict xfail): remove it when its chapter is converted.
-PENDING = {
-    'Tensor.__getitem__', 'Tensor.__setitem__',                            # 15_indexing
-    'RNNBase.forward', 'RNNBase._check_forward', 'RNNCellBase._cell_args',  # 28_recurrent
-    'Optimizer.add_param_group', 'Optimizer.zero_grad', 'Optimizer.state_dict', 'Optimizer.load_state_dict',
-    'Optimizer.step', 'Optimizer._init_group', 'Optimizer._update_group', 'Optimizer._init_state',
-    'Optimizer._update', 'Optimizer._check_hyperparameters',                # 30_optim
-}
+PENDING = set()   # every chapter converted
 
 
 def _subclasses(cls) -> list:

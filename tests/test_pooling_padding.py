@@ -1,5 +1,5 @@
 """Max and average pooling against PyTorch over every small geometry, windows that lie entirely in
-the padding included (nbs/26_pooling.ipynb, kernels/pool.pyx).
+the padding included (nbs/26_pooling.ipynb, kernels/pooling.pyx).
 
 The grid: sizes 1-7, kernel 1-3, stride 1-3, padding 0..kernel//2, dilation 1-2 (max pooling
 only; average pooling has none), both rounding modes, in float64, for max_pool1d/2d (values,

@@ -11,8 +11,8 @@ __all__ = ['formula_names', 'backward', 'gradient_rules', 'rule_formulas', 'eval
 import ast, functools, re, sys
 import numpy as np
 import mytorch   # the whole package, in book order: every op is loaded, so the table below is complete
-from ..engine import (Function, Node, Tensor, tensor, grad, gradgradcheck, no_grad, enable_grad,
-                            set_grad_enabled, is_grad_enabled, run_backward)
+from ..engine import Function, Node, Tensor, tensor, grad, no_grad, enable_grad, set_grad_enabled, is_grad_enabled, run_backward
+from ..gradient_check import gradgradcheck
 from ..gradient_check import gradcheck, GradcheckError
 from ..creation import Variable
 

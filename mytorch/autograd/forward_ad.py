@@ -12,6 +12,7 @@ import weakref
 from collections import namedtuple
 import numpy as np
 from ..engine import Tensor, Expand, view_of, _forward_ad, _register_dual, _format_origin, _user_origin
+from ..gradient_check import jvpcheck   # the check of every jvp rule, also at this address
 
 # %% ../../nbs/19_forward_ad.ipynb #d211738a
 class dual_level:
@@ -81,7 +82,7 @@ def _push_tangents(cls, ctx, args, outs):
         if t.shape != o.shape: t = Expand.apply(t, o.shape)
         o._fw_grad = t
         _register_dual(o)
-    for k, nr in ctx._relink:   # a saved output keeps its tangent, for backward rules run in forward mode
+    for k, nr in (ctx._relink if ctx is not None else ()):   # a saved output keeps its tangent, for backward rules run in forward mode
         s = ctx._saved[k]
         s._fw_grad = outs[nr]._fw_grad
         if s._fw_grad is not None: _register_dual(s)

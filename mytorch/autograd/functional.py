@@ -9,7 +9,8 @@ __all__ = ['vjp', 'jvp', 'jvp_reverse', 'vhp', 'hvp', 'jacobian', 'hessian']
 
 # %% ../../nbs/18_functional.ipynb #2d9d94c2
 import numpy as np
-from ..engine import Tensor, grad, enable_grad, no_grad, dual_level, make_dual, unpack_dual
+from ..engine import Tensor, grad, enable_grad, no_grad
+from .forward_ad import dual_level, make_dual, unpack_dual
 import mytorch.creation, mytorch.elementwise, mytorch.reductions, mytorch.shape, mytorch.linalg
 
 # %% ../../nbs/18_functional.ipynb #ef2cd4b1

@@ -71,7 +71,30 @@ def _kernel(f, dtype):
     "Kernel `f` as dispatched (compiled or reference) for float32 and float64; its NumPy reference for other dtypes."
     return f if dtype in _KERNEL_DTYPES else f.reference
 
-@compiled_kernel('im2col', extension='conv', default=True, bench=_bench_im2col)
+def _kernel_array(kernel:str, name:str, a, ndim:int, what:str) -> np.ndarray:
+    "`a` as an ndarray of float32 or float64 with `ndim` dimensions, or the error naming the kernel, the input and the fix."
+    a = np.asarray(a)
+    if a.dtype not in _KERNEL_DTYPES:
+        raise TypeError(f"{kernel}: {name} has dtype {a.dtype}, but the kernel takes float32 or float64 arrays. Convert "
+                        f"it first, e.g. {name}.astype(np.float64), or call {kernel}.reference, which takes any dtype.")
+    if a.ndim != ndim: raise ValueError(f"{kernel}: {name} must be {ndim}-D {what}, got shape {a.shape}.")
+    return a
+
+def _check_im2col(x, geom:ConvGeometry, out=None) -> tuple:
+    "im2col's contract: (x, geom, out) with x a 4-D float array, a geometry with strides and dilations >= 1, out None or fit."
+    x = _kernel_array('im2col', 'x', x, 4, '(N, C, H, W)')
+    if min(geom.kernel + geom.out_size + geom.stride + geom.dilation) < 0 or min(geom.stride + geom.dilation) < 1:
+        raise ValueError(f"im2col: geometry {geom} has a negative size or a stride or dilation below 1.")
+    if out is not None:
+        shape = x.shape[:2] + geom.kernel + geom.out_size
+        if not isinstance(out, np.ndarray) or out.shape != shape or out.dtype != x.dtype or not out.flags.c_contiguous:
+            got = (type(out).__name__ if not isinstance(out, np.ndarray) else
+                   f"{out.dtype} of shape {out.shape}{'' if out.flags.c_contiguous else ', not contiguous'}")
+            raise ValueError(f"im2col: out must be a C-contiguous {x.dtype} array of shape {shape}, got {got}. "
+                             "Pass out=None to get a new array.")
+    return x, geom, out
+
+@compiled_kernel('im2col', extension='conv', default=True, check=_check_im2col, bench=_bench_im2col)
 def im2col(x:np.ndarray, # (N, C, H, W)
            geom:ConvGeometry, # where the windows lie
            out:np.ndarray=None, # a contiguous array to write the columns into; None makes one
@@ -139,7 +162,14 @@ def _bench_col2im(rng, n:int, dtype) -> tuple:
     x, geom = _bench_im2col(rng, n, dtype)
     return rng.standard_normal(x.shape[:2] + geom.kernel + geom.out_size).astype(dtype), geom
 
-@compiled_kernel('col2im', extension='conv', default=True, bench=_bench_col2im)
+def _check_col2im(cols, geom:ConvGeometry) -> tuple:
+    "col2im's contract: (cols, geom) with cols a 6-D float array and a geometry with strides and dilations >= 1."
+    cols = _kernel_array('col2im', 'cols', cols, 6, '(N, C, kh, kw, Ho, Wo)')
+    if min(geom.in_size) < 0 or min(geom.stride + geom.dilation) < 1:
+        raise ValueError(f"col2im: geometry {geom} has a negative input size or a stride or dilation below 1.")
+    return cols, geom
+
+@compiled_kernel('col2im', extension='conv', default=True, check=_check_col2im, bench=_bench_col2im)
 def col2im(cols:np.ndarray, # (N, C, kh, kw, Ho, Wo), as im2col returns them
            geom:ConvGeometry, # where the windows lie
           ) -> np.ndarray: # (N, C, H, W)

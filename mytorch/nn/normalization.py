@@ -49,7 +49,50 @@ def _per_channel(v:np.ndarray) -> np.ndarray:
     "A (C,) vector as (1, C, 1), to broadcast against an (A, C, B) array."
     return v.reshape(1, -1, 1)
 
-@compiled_kernel('channel_moments', extension='norm', default=True, bench=_bench_channels)
+def _channel_array(kernel:str, name:str, a) -> np.ndarray:
+    "`a` as a float32 or float64 (A, C, B) ndarray, or the error naming the kernel, the input and the fix."
+    a = np.asarray(a)
+    if a.dtype not in _KERNEL_DTYPES:
+        raise TypeError(f"{kernel}: {name} has dtype {a.dtype}, but the kernel takes float32 or float64 arrays. "
+                        f"Convert it first, e.g. {name}.astype(np.float64), or call {kernel}.reference.")
+    if a.ndim != 3:
+        raise ValueError(f"{kernel}: {name} must be 3-D (A, C, B): outer positions, channels, inner positions; "
+                         f"got shape {a.shape}. Reshape it first, e.g. x.reshape(N, C, -1).")
+    return a
+
+def _channel_vector(kernel:str, name:str, v, C:int, optional:bool=False):
+    "`v` as an ndarray of C floats, one per channel (None passes through when `optional`), or the error."
+    if type(v) is np.ndarray and v.dtype.kind == 'f' and v.size == C: return v   # the common case, first
+    if v is None and optional: return None
+    a = np.asarray(v)
+    if a.dtype.kind != 'f' or a.size != C:
+        raise ValueError(f"{kernel}: {name} must hold one float per channel ({C}), got "
+                         f"{'an array of shape ' + str(a.shape) + ', ' + str(a.dtype) if v is not None else 'None'}.")
+    return a
+
+def _check_channel_moments(x) -> tuple:
+    "channel_moments's contract: (x,) a float32 or float64 (A, C, B) array."
+    return _channel_array('channel_moments', 'x', x),
+
+def _check_channel_normalize(x, mean, inv_std, weight, bias) -> tuple:
+    "channel_normalize's contract: x (A, C, B) float32 or float64, then four vectors of C floats (weight and bias may be None)."
+    x = _channel_array('channel_normalize', 'x', x)
+    C = x.shape[1]
+    return (x, _channel_vector('channel_normalize', 'mean', mean, C), _channel_vector('channel_normalize', 'inv_std', inv_std, C),
+            _channel_vector('channel_normalize', 'weight', weight, C, True), _channel_vector('channel_normalize', 'bias', bias, C, True))
+
+def _check_channel_norm_backward(g, x, mean, inv_std, weight) -> tuple:
+    "channel_norm_backward's contract: g and x (A, C, B) of one float dtype and shape, then three vectors of C floats (weight may be None)."
+    x, g = _channel_array('channel_norm_backward', 'x', x), _channel_array('channel_norm_backward', 'g', g)
+    if g.shape != x.shape or g.dtype != x.dtype:
+        raise ValueError(f"channel_norm_backward: g must have x's shape and dtype {x.shape}, {x.dtype}; got "
+                         f"{g.shape}, {g.dtype}.")
+    C = x.shape[1]
+    return (g, x, _channel_vector('channel_norm_backward', 'mean', mean, C),
+            _channel_vector('channel_norm_backward', 'inv_std', inv_std, C), _channel_vector('channel_norm_backward', 'weight', weight, C, True))
+
+@compiled_kernel('channel_moments', extension='normalization', default=True, check=_check_channel_moments,
+                 bench=_bench_channels)
 def channel_moments(x:np.ndarray, # (A, C, B): statistics per channel, over A and B
                    ) -> tuple: # (mean, biased variance), each (C,) of x's dtype
     "Per-channel mean and biased variance of x, accumulated in float64, the variance from the centred values."
@@ -59,7 +102,8 @@ def channel_moments(x:np.ndarray, # (A, C, B): statistics per channel, over A an
         var = np.einsum('acb,acb->c', c, c) / max(1, x.shape[0] * x.shape[2])
     return mean.astype(x.dtype, copy=False), var.astype(x.dtype, copy=False)
 
-@compiled_kernel('channel_normalize', extension='norm', default=True, bench=_bench_normalize)
+@compiled_kernel('channel_normalize', extension='normalization', default=True, check=_check_channel_normalize,
+                 bench=_bench_normalize)
 def channel_normalize(x:np.ndarray, # (A, C, B)
                       mean:np.ndarray, inv_std:np.ndarray, # (C,) statistics: the batch's or the running ones
                       weight:np.ndarray, bias:np.ndarray, # (C,) scale and shift, or None
@@ -72,7 +116,8 @@ def channel_normalize(x:np.ndarray, # (A, C, B)
         if bias is not None: y += _per_channel(bias)
     return y
 
-@compiled_kernel('channel_norm_backward', extension='norm', default=True, bench=_bench_backward)
+@compiled_kernel('channel_norm_backward', extension='normalization', default=True,
+                 check=_check_channel_norm_backward, bench=_bench_backward)
 def channel_norm_backward(g:np.ndarray, # (A, C, B): the gradient of y
                           x:np.ndarray, # (A, C, B): the input
                           mean:np.ndarray, inv_std:np.ndarray, # (C,): x's own statistics over A and B

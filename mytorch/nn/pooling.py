@@ -126,8 +126,15 @@ def _bench_max_pool(rng, n:int, dtype) -> tuple:
     return (rng.standard_normal((8, 4, side, side)).astype(dtype),
             _Geometry(2, (2, 2), (2, 2), (0, 0), (1, 1), False, (side, side), (side // 2, side // 2)))
 
-def _check_max_pool_call(a:np.ndarray, geo:_Geometry):
-    "What both max pool implementations check before they write anything, with the same messages."
+_KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+def _check_max_pool_with_indices(a, geo:_Geometry) -> tuple:
+    "max_pool_with_indices's contract: (a, geo) with a float32/float64 (..., H, W) array and a geometry made for it."
+    a = np.asarray(a)
+    if a.dtype not in _KERNEL_DTYPES:
+        raise TypeError(f"max_pool_with_indices: a has dtype {a.dtype}, but the kernel takes float32 or float64 arrays. "
+                        "Convert it first, e.g. a.astype(np.float64), or call max_pool_with_indices.reference, which "
+                        "takes integer maps too.")
     if a.ndim < 2:
         raise ValueError(f"max_pool_with_indices: a must have at least 2 dims (..., H, W), got shape {a.shape}.")
     if min(geo.kernel + geo.stride + geo.dilation) < 1 or min(geo.padding + geo.out_size) < 0:
@@ -137,13 +144,14 @@ def _check_max_pool_call(a:np.ndarray, geo:_Geometry):
         H, W = a.shape[-2:]
         raise ValueError(f"max_pool_with_indices: the geometry was made for an input of size {tuple(geo.in_size)}, "
                          f"but a has shape {a.shape} (..., H, W) = (..., {H}, {W}). Make the geometry from this input.")
+    return a, geo
 
-@compiled_kernel('max_pool_with_indices', extension='pool', default=True, bench=_bench_max_pool)
+@compiled_kernel('max_pool_with_indices', extension='pooling', default=True, check=_check_max_pool_with_indices,
+                 bench=_bench_max_pool)
 def max_pool_with_indices(a:np.ndarray, # (..., H, W)
                           geo:_Geometry, # the windows, from `_geometry`
                          ) -> tuple: # (values, indices), each (..., OH, OW); indices are int64, flat (h * W + w), -1 for a window with no input
     "Each window's maximum in `a` and its flat index into the window's plane, chosen as PyTorch's loop does."
-    _check_max_pool_call(a, geo)
     H, W = a.shape[-2:]
     (kh, kw), (sh, sw), (ph, pw), (dh, dw), (oh, ow) = geo.kernel, geo.stride, geo.padding, geo.dilation, geo.out_size
     fill = -np.inf if a.dtype.kind == 'f' else np.iinfo(a.dtype).min
@@ -173,19 +181,20 @@ def _bench_scatter_add(rng, n:int, dtype) -> tuple:
 
 def _check_plane_index(idx:np.ndarray, # (P, m) positions, one row per plane
                        n:int, who:str):
-    "Raise an IndexError naming the first index outside [0, n), with the compiled scatter-add's message."
+    "Raise an IndexError naming the first index outside [0, n) (each index counted in its own plane)."
+    if not idx.size or idx.astype(np.int64, copy=False).view(np.uint64).max() < n: return   # negatives read as huge
     bad = np.flatnonzero((idx < 0) | (idx >= n))
     if bad.size:
         p, o = divmod(int(bad[0]), idx.shape[1])
         raise IndexError(f"{who}: idx[{p}, {o}] = {int(idx[p, o])} is out of range for planes of size {n} "
                          f"(indices must lie in [0, {n})).")
 
-@compiled_kernel('plane_scatter_add', extension='pool', default=True, bench=_bench_scatter_add)
-def plane_scatter_add(g:np.ndarray, # (P, m) values, one row per plane
-                      idx:np.ndarray, # (P, m) integer positions in [0, n) within each plane
-                      n:int, # elements per plane
-                     ) -> np.ndarray: # (P, n), of g's dtype
-    "A new (P, n) array, zero but for each g[p, o] added at position idx[p, o] of row p; repeated positions add up."
+def _check_plane_scatter_add(g, idx, n:int) -> tuple:
+    "plane_scatter_add's contract: (g, idx, n) with g float32/float64 and idx integer, both (P, m), every index in [0, n)."
+    g, idx = np.asarray(g), np.asarray(idx)
+    if g.dtype not in _KERNEL_DTYPES:
+        raise TypeError(f"plane_scatter_add: g has dtype {g.dtype}, but the kernel takes float32 or float64 arrays. "
+                        "Convert it first, e.g. g.astype(np.float64), or call plane_scatter_add.reference.")
     if g.ndim != 2 or idx.shape != g.shape:
         raise ValueError(f"plane_scatter_add: g and idx must be 2-D arrays (planes, values) of one shape, got g "
                          f"{g.shape} and idx {idx.shape}.")
@@ -194,13 +203,20 @@ def plane_scatter_add(g:np.ndarray, # (P, m) values, one row per plane
                         "e.g. idx.astype(np.int64).")
     if n < 0: raise ValueError(f"plane_scatter_add: the plane size n must be non-negative, got {n}.")
     _check_plane_index(idx, n, 'plane_scatter_add')
+    return g, idx, n
+
+@compiled_kernel('plane_scatter_add', extension='pooling', default=True, check=_check_plane_scatter_add,
+                 bench=_bench_scatter_add)
+def plane_scatter_add(g:np.ndarray, # (P, m) values, one row per plane
+                      idx:np.ndarray, # (P, m) integer positions in [0, n) within each plane
+                      n:int, # elements per plane
+                     ) -> np.ndarray: # (P, n), of g's dtype
+    "A new (P, n) array, zero but for each g[p, o] added at position idx[p, o] of row p; repeated positions add up."
     P = g.shape[0]
     bins = (idx + np.arange(P)[:, None] * n).reshape(-1)     # plane p owns bins [p*n, (p+1)*n)
     return np.bincount(bins, weights=g.reshape(-1), minlength=P * n).astype(g.dtype, copy=False).reshape(P, n)
 
 # %% ../../nbs/26_pooling.ipynb #cdcfd3f5
-_KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-
 def _kernel(f, dtype):
     "Kernel `f` as dispatched (compiled or reference) for float32 and float64; its NumPy reference for other dtypes."
     return f if dtype in _KERNEL_DTYPES else f.reference

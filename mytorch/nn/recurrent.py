@@ -15,7 +15,7 @@ import numbers
 import warnings
 import numpy as np
 from ..engine import Tensor, Function, Add, Mul, enable_grad, is_grad_enabled, grad
-from ..engine import dual_level, make_dual, unpack_dual
+from ..autograd.forward_ad import dual_level, make_dual, unpack_dual
 from ..creation import empty, _check_device
 from ..elementwise import Sub, Tanh, Sigmoid, Relu
 from ..shape import Reshape, Permute, Split, Cat, Stack, Unbind
@@ -23,6 +23,7 @@ from .module import Module, Parameter
 from .layers import LinearFunction, dropout, _param_dtype
 from . import init
 from ..kernels import compiled_kernel
+from ..scalar import patch
 
 # %% ../../nbs/28_recurrent.ipynb #39434642
 def _describe(t) -> str: return f"shape {t.shape}, {t.dtype}, made at {t.origin}"
@@ -133,6 +134,7 @@ class RNNCellBase(Module):
         return s
 
 # %% ../../nbs/28_recurrent.ipynb #519e71a0
+@patch
 def _cell_args(self:RNNCellBase, input, hx, n_states:int) -> tuple:
     "(input as (B, I), the states as (B, H) each, whether the input was batched), checked; zeros for a missing state."
     who = type(self).__name__
@@ -165,8 +167,6 @@ def _cell_args(self:RNNCellBase, input, hx, n_states:int) -> tuple:
                                + f"), got {_describe(s)}.")
         states.append(s if batched else Reshape.apply(s, (1, H)))
     return input, tuple(states), batched
-
-RNNCellBase._cell_args = _cell_args
 
 # %% ../../nbs/28_recurrent.ipynb #20f6c806
 class RNNCell(RNNCellBase):
@@ -229,11 +229,11 @@ def _lstm_reference(x, h0, c0, w_ih, w_hh, b_ih=None, b_hh=None, *, reverse:bool
     return out, h, c
 
 # %% ../../nbs/28_recurrent.ipynb #6592ed7c
-_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_FLOATS = _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 
 def _check_gate_arrays(who:str, names:tuple, arrays:tuple, wide:tuple, writes:tuple):
     """Refuse arrays that are not of one float dtype and 2-D with one batch size, 4H columns for those in `wide` and H
-    for the others, and writeable where written; kernels/recurrent.pyx raises the same messages."""
+    for the others, and writeable where written, with a message naming the array, what it is and the fix."""
     for name, x in zip(names, arrays):
         if not isinstance(x, np.ndarray):
             raise TypeError(f"{who}: {name} must be a NumPy array, got {type(x).__name__}.")
@@ -256,13 +256,25 @@ def _check_gate_arrays(who:str, names:tuple, arrays:tuple, wide:tuple, writes:tu
         if name in writes and not x.flags.writeable:
             raise ValueError(f"{who}: {name} (shape {x.shape}) is read-only; the kernel writes into it. Pass a copy.")
 
+def _check_lstm_gates(a, c_prev, c, tc, h) -> tuple:
+    "lstm_gates's contract: one float dtype, a (B, 4H) and the rest (B, H), all but c_prev writeable; the arrays, or the error."
+    try:   # the common case in a few comparisons (the dtypes as NumPy's own objects); anything else gets the full check
+        d, s = c.dtype, c.shape
+        if ((d is _F32 or d is _F64) and a.dtype is d and c_prev.dtype is d and tc.dtype is d and h.dtype is d
+                and len(s) == 2 and a.shape == (s[0], 4 * s[1]) and c_prev.shape == s and tc.shape == s and h.shape == s
+                and a.flags.writeable and c.flags.writeable and tc.flags.writeable and h.flags.writeable):
+            return a, c_prev, c, tc, h
+    except AttributeError: pass   # not an array: the full check says which
+    _check_gate_arrays('lstm_gates', ('a', 'c_prev', 'c', 'tc', 'h'), (a, c_prev, c, tc, h), ('a',), ('a', 'c', 'tc', 'h'))
+    return a, c_prev, c, tc, h
+
 def _lstm_gates_args(rng, n:int, dtype) -> tuple:
     "Benchmark arguments: pre-activations of about n numbers (hidden 64, batch n // 256) and the state arrays."
     B, H = max(1, n // 256), 64
     a = -np.abs(rng.standard_normal((B, 4 * H))).astype(dtype)
     return (a, rng.standard_normal((B, H)).astype(dtype), *(np.empty((B, H), dtype) for _ in range(3)))
 
-@compiled_kernel('lstm_gates', extension='recurrent', default=True, bench=_lstm_gates_args)
+@compiled_kernel('lstm_gates', extension='recurrent', default=True, check=_check_lstm_gates, bench=_lstm_gates_args)
 def lstm_gates(a:np.ndarray, # (B, 4H) pre-activations, scaled: -z for i, f and o, -2z for g; overwritten by the gates
                c_prev:np.ndarray, # (B, H) the previous cell state
                c:np.ndarray, # (B, H) written: the new cell state
@@ -270,7 +282,6 @@ def lstm_gates(a:np.ndarray, # (B, 4H) pre-activations, scaled: -z for i, f and 
                h:np.ndarray, # (B, H) written: the new hidden state
               ) -> np.ndarray: # h
     "One LSTM step after the matrix products: the gates i, f, g, o (in place of a), c = f c_prev + i g, tanh(c) and h = o tanh(c)."
-    _check_gate_arrays('lstm_gates', ('a', 'c_prev', 'c', 'tc', 'h'), (a, c_prev, c, tc, h), ('a',), ('a', 'c', 'tc', 'h'))
     H = c.shape[1]
     np.exp(a, out=a); a += 1; np.reciprocal(a, out=a)   # the sigmoid of every gate (of 2z for g)
     g = a[:, 2 * H:3 * H]
@@ -312,7 +323,21 @@ def _lstm_gates_backward_args(rng, n:int, dtype) -> tuple:
     c_prev, tc, dh, dc = (rng.standard_normal((B, H)).astype(dtype) for _ in range(4))
     return gates, c_prev, np.tanh(tc), dh, dc, np.empty((B, 4 * H), dtype)
 
-@compiled_kernel('lstm_gates_backward', extension='recurrent', default=True, bench=_lstm_gates_backward_args)
+def _check_lstm_gates_backward(gates, c_prev, tc, dh, dc, dz) -> tuple:
+    "lstm_gates_backward's contract: one float dtype, gates and dz (B, 4H), the rest (B, H), dc and dz writeable."
+    try:   # the common case in a few comparisons, as in `_check_lstm_gates`
+        d, s = tc.dtype, tc.shape
+        if ((d is _F32 or d is _F64) and gates.dtype is d and c_prev.dtype is d and dh.dtype is d and dc.dtype is d
+                and dz.dtype is d and len(s) == 2 and gates.shape == (s[0], 4 * s[1]) and dz.shape == gates.shape
+                and c_prev.shape == s and dh.shape == s and dc.shape == s and dc.flags.writeable and dz.flags.writeable):
+            return gates, c_prev, tc, dh, dc, dz
+    except AttributeError: pass
+    _check_gate_arrays('lstm_gates_backward', ('gates', 'c_prev', 'tc', 'dh', 'dc', 'dz'),
+                       (gates, c_prev, tc, dh, dc, dz), ('gates', 'dz'), ('dc', 'dz'))
+    return gates, c_prev, tc, dh, dc, dz
+
+@compiled_kernel('lstm_gates_backward', extension='recurrent', default=True, check=_check_lstm_gates_backward,
+                 bench=_lstm_gates_backward_args)
 def lstm_gates_backward(gates:np.ndarray, # (B, 4H) the step's gates i, f, g, o, as lstm_gates left them
                         c_prev:np.ndarray, # (B, H) the cell state before the step
                         tc:np.ndarray, # (B, H) tanh of the cell state after it
@@ -321,8 +346,6 @@ def lstm_gates_backward(gates:np.ndarray, # (B, 4H) the step's gates i, f, g, o,
                         dz:np.ndarray, # (B, 4H) written: dL/dz_t, the gradient of the (unscaled) pre-activations
                        ) -> np.ndarray: # dz
     "One step of LSTM backpropagation through the gates: dz_t, and dc carried back to the previous step."
-    _check_gate_arrays('lstm_gates_backward', ('gates', 'c_prev', 'tc', 'dh', 'dc', 'dz'),
-                       (gates, c_prev, tc, dh, dc, dz), ('gates', 'dz'), ('dc', 'dz'))
     H = tc.shape[1]
     i, f, g, o = gates[:, :H], gates[:, H:2 * H], gates[:, 2 * H:3 * H], gates[:, 3 * H:]
     t = tc * tc; np.subtract(1, t, out=t); t *= o; t *= dh   # dL/dc_t through h_t: dh o (1 - tanh(c_t)^2),
@@ -513,8 +536,9 @@ class RNNBase(Module):
         return out, (h,)
 
 # %% ../../nbs/28_recurrent.ipynb #8959d8d0
-def _forward(self:RNNBase, input:Tensor, # (T, B, I), (B, T, I) with batch_first, or (T, I) unbatched
-             hx=None): # h0, or (h0, c0) for LSTM: (num_layers * num_directions, B, H) each; zeros if None
+@patch
+def forward(self:RNNBase, input:Tensor, # (T, B, I), (B, T, I) with batch_first, or (T, I) unbatched
+            hx=None): # h0, or (h0, c0) for LSTM: (num_layers * num_directions, B, H) each; zeros if None
     "Run the layers over the sequence: (output, h_n), or (output, (h_n, c_n)) for an LSTM."
     n_states = 2 if self.mode == 'LSTM' else 1
     x, states, batched = self._check_forward(input, hx, n_states)
@@ -544,9 +568,8 @@ def _forward(self:RNNBase, input:Tensor, # (T, B, I), (B, T, I) with batch_first
     elif self.batch_first: x = Permute.apply(x, (1, 0, 2))
     return x, (h_n if n_states == 2 else h_n[0])
 
-RNNBase.forward = _forward
-
 # %% ../../nbs/28_recurrent.ipynb #e0027d94
+@patch
 def _check_forward(self:RNNBase, input, hx, n_states:int) -> tuple:
     "(input as (T, B, I), the initial states as (L*D, B, H) each or None, whether the input was batched), checked."
     who = type(self).__name__
@@ -592,8 +615,6 @@ def _check_forward(self:RNNBase, input, hx, n_states:int) -> tuple:
                              f"{name}.to(mytorch.{w.dtype}).")
         states.append(s if batched else Reshape.apply(s, (want[0], 1, want[1])))
     return x, tuple(states), batched
-
-RNNBase._check_forward = _check_forward
 
 # %% ../../nbs/28_recurrent.ipynb #cf89d9f8
 class RNN(RNNBase):

@@ -17,6 +17,7 @@ from itertools import chain
 import numpy as np
 from ..engine import Tensor, no_grad, enable_grad, get_default_dtype
 from ..kernels import compiled_kernel
+from ..scalar import patch
 
 # %% ../../nbs/30_optim.ipynb #d371bf6f
 def _refuse_set():
@@ -57,7 +58,8 @@ class Optimizer:
         return '\n'.join(lines) + '\n)'
 
 # %% ../../nbs/30_optim.ipynb #f872d24c
-def _add_param_group(self:Optimizer, param_group:dict):
+@patch
+def add_param_group(self:Optimizer, param_group:dict):
     "Add a group of parameters with its own hyperparameters; those it does not set come from `defaults`."
     if not isinstance(param_group, dict):
         raise TypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
@@ -100,10 +102,9 @@ def _add_param_group(self:Optimizer, param_group:dict):
                          f"entries {clash} are already in an earlier group. Each tensor may be in one group only.")
     self.param_groups.append(param_group)
 
-Optimizer.add_param_group = _add_param_group
-
 # %% ../../nbs/30_optim.ipynb #04f1552c
-def _zero_grad(self:Optimizer, set_to_none:bool=True): # write None (the default) rather than zeros
+@patch
+def zero_grad(self:Optimizer, set_to_none:bool=True): # write None (the default) rather than zeros
     "Reset the gradients of all the optimizer's parameters."
     for group in self.param_groups:
         for p in group['params']:
@@ -115,10 +116,9 @@ def _zero_grad(self:Optimizer, set_to_none:bool=True): # write None (the default
                 g._data.fill(0)
                 g._bump_version()
 
-Optimizer.zero_grad = _zero_grad
-
 # %% ../../nbs/30_optim.ipynb #39b37b06
-def _state_dict(self:Optimizer) -> dict:
+@patch
+def state_dict(self:Optimizer) -> dict:
     "The optimizer's state and hyperparameters, parameters numbered by position: PyTorch's layout."
     index, start, groups = {}, 0, []
     for g in self.param_groups:
@@ -146,7 +146,8 @@ def _state_value(p:Tensor, key, value, pid):
         return Tensor(np.array(arr, dtype=p.dtype if arr.dtype.kind == 'f' else arr.dtype, copy=True), _origin=p._origin)
     return copy.deepcopy(value)
 
-def _load_state_dict(self:Optimizer, state_dict:dict): # as returned by `state_dict()`, possibly after a round trip to disk
+@patch
+def load_state_dict(self:Optimizer, state_dict:dict): # as returned by `state_dict()`, possibly after a round trip to disk
     "Restore the hyperparameters and state saved by `state_dict()`; state tensors are copied."
     if not isinstance(state_dict, dict) or 'state' not in state_dict or 'param_groups' not in state_dict:
         got = sorted(map(str, state_dict)) if isinstance(state_dict, dict) else type(state_dict).__name__
@@ -177,8 +178,6 @@ def _load_state_dict(self:Optimizer, state_dict:dict): # as returned by `state_d
         for name, default in self.defaults.items(): s.setdefault(name, default)
         self._check_hyperparameters(s, i)
     self.state, self.param_groups = state, saved
-
-Optimizer.state_dict, Optimizer.load_state_dict = _state_dict, _load_state_dict
 
 # %% ../../nbs/30_optim.ipynb #400b16ab
 def _closure_loss(closure):
@@ -213,7 +212,8 @@ def _advance(step:Tensor) -> float:
     return t
 
 # %% ../../nbs/30_optim.ipynb #7d1e5a0b
-def _step(self:Optimizer, closure=None): # optional: re-evaluates the model and returns the loss
+@patch
+def step(self:Optimizer, closure=None): # optional: re-evaluates the model and returns the loss
     "Update every parameter that has a gradient, once."
     loss = _closure_loss(closure)
     with no_grad():
@@ -222,6 +222,7 @@ def _step(self:Optimizer, closure=None): # optional: re-evaluates the model and 
             if params: self._update_group(group, params, grads, states)
     return loss
 
+@patch
 def _init_group(self:Optimizer, group:dict) -> tuple:
     "The group's parameters that have a gradient, their gradients' arrays and their states (made on first use)."
     params, grads, states = [], [], []
@@ -238,23 +239,22 @@ def _init_group(self:Optimizer, group:dict) -> tuple:
         p._bump_version()          # before the write, so that an update failing halfway leaves no stale graph usable
     return params, grads, states
 
+@patch
 def _update_group(self:Optimizer, group:dict, params:list, grads:list, states:list):
     "Update one group's parameters one at a time with `_update`; override it to take the whole group at once."
     update = self._update
     for p, g, st in zip(params, grads, states): update(p, g, st, group)
 
+@patch
 def _init_state(self:Optimizer, p:Tensor, group:dict) -> dict:
     "The state of parameter `p` before its first update: `{}` unless the rule remembers something."
     return {}
 
+@patch
 def _update(self:Optimizer, p:Tensor, grad:np.ndarray, state:dict, group:dict):
     "Update `p._data` in place from its gradient's array, its state and its group's hyperparameters."
     raise NotImplementedError(f"{type(self).__name__} must define _update(p, grad, state, group), the update of one "
                               "parameter, or _update_group(group, params, grads, states) for a whole group.")
-
-Optimizer.step, Optimizer._init_group, Optimizer._update_group = _step, _init_group, _update_group
-Optimizer._init_state, Optimizer._update = _init_state, _update
-
 
 # %% ../../nbs/30_optim.ipynb #b1c077a3
 _RULES = {
@@ -300,15 +300,13 @@ def _check_nesterov(group:dict, group_index):
 
 _RULES.update(betas=_check_betas, nesterov=_check_nesterov)
 
+@patch
 def _check_hyperparameters(self:Optimizer, group:dict, group_index): # group_index: None for the constructor's defaults
     "Check the hyperparameters the optimizer names in `_checks`, in order, each by its rule in `_RULES`."
     for k in self._checks:
         rule = _RULES[k]
         if callable(rule): rule(group, group_index)
         else: _check_number(group, k, group_index)
-
-Optimizer._check_hyperparameters = _check_hyperparameters
-
 
 # %% ../../nbs/30_optim.ipynb #8ddd7a7a
 class SGD(Optimizer):
@@ -347,19 +345,20 @@ class SGD(Optimizer):
         x -= lr * g
 
 # %% ../../nbs/30_optim.ipynb #262ae584
-_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_FLOATS = _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 _ADAM_ARRAYS = ('param', 'grad', 'exp_avg', 'exp_avg_sq', 'max_exp_avg_sq')
 
 def _check_adam_arrays(arrays:tuple):
-    "Refuse arrays that are not one float dtype and one shape (writeable where updated); kernels/optim.pyx says the same."
+    "Refuse arrays that are not one float dtype and one shape (writeable where updated), naming the array and the fix."
     x = arrays[0]
-    ok = isinstance(x, np.ndarray) and x.dtype in _FLOATS and x.flags.writeable
+    d = getattr(x, 'dtype', None)   # compared by identity (NumPy's own dtype objects) on the common path: it is faster
+    ok = isinstance(x, np.ndarray) and (d is _F32 or d is _F64) and x.flags.writeable
     if ok:
         for k in range(1, 5):   # a plain loop: this runs for every parameter at every step
             a = arrays[k]
             if a is None:
                 if k < 4: ok = False
-            elif not (isinstance(a, np.ndarray) and a.dtype == x.dtype and a.shape == x.shape
+            elif not (isinstance(a, np.ndarray) and a.dtype is d and a.shape == x.shape
                       and (k == 1 or a.flags.writeable)):
                 ok = False
     if ok: return
@@ -381,12 +380,19 @@ def _check_adam_arrays(arrays:tuple):
         if name != 'grad' and not a.flags.writeable:
             raise ValueError(f"adam_update: {name} (shape {a.shape}) is read-only; it is updated in place.")
 
+def _check_adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, lr, beta1, beta2, eps, weight_decay,
+                       maximize, decoupled) -> tuple:
+    "adam_update's contract: the arrays of one float dtype and one shape, writeable where updated; the arguments, or the error."
+    if type(grad) is not np.ndarray: grad = np.asarray(grad)   # the engine may hold a 0-d gradient as a NumPy scalar
+    _check_adam_arrays((param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq))
+    return param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, lr, beta1, beta2, eps, weight_decay, maximize, decoupled
+
 def _adam_args(rng, n:int, dtype) -> tuple:
     "Benchmark arguments: an n-element parameter, its gradient and moments, at step 10 of plain Adam."
     x, g, m = (rng.standard_normal(n).astype(dtype) for _ in range(3))
     return x, g, m, rng.random(n).astype(dtype), None, 10, 1e-3, 0.9, 0.999, 1e-8, 0.0, False, False
 
-@compiled_kernel('adam_update', extension='optim', default=True, bench=_adam_args)
+@compiled_kernel('adam_update', extension='optim', default=True, check=_check_adam_update, bench=_adam_args)
 def adam_update(param:np.ndarray, # the parameter's numbers, updated in place
                 grad:np.ndarray, # its gradient, read only (a NumPy scalar for a 0-d param is fine)
                 exp_avg:np.ndarray, # m, the running average of the gradient, updated in place
@@ -398,9 +404,7 @@ def adam_update(param:np.ndarray, # the parameter's numbers, updated in place
                 decoupled:bool, # AdamW: shrink param by lr * weight_decay instead of adding weight_decay * param to g
                ):
     "One Adam step on the arrays of one parameter, in place: the update `Adam.step` makes."
-    if not isinstance(grad, np.ndarray): grad = np.asarray(grad)   # the engine may hold a 0-d gradient as a NumPy scalar
-    x, g, m, v, vmax = arrays = param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq
-    _check_adam_arrays(arrays)
+    x, g, m, v, vmax = param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq
     amsgrad = vmax is not None
     if not x.ndim: x, g, m, v, vmax = _1d(x, g, m, v, vmax if amsgrad else x)
     if maximize: g = -g

@@ -1,14 +1,14 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
 # distutils: extra_compile_args = -ffp-contract=off
-"""Fused elementwise kernels: one pass over memory where NumPy makes several.
+"""The kernels chapter's fused elementwise loops: one pass over memory where NumPy makes several.
 
-`setup.py` compiles this file into `mytorch._fused`; `mytorch.kernels` (the chapter
-nbs/40_kernels.ipynb) is its only caller. Every kernel takes C-contiguous 1-D float32 or
-float64 arrays of a single dtype. The dispatcher in `mytorch.kernels` checks dtypes and
-shapes, copies non-contiguous inputs and flattens N-D ones before calling here, so these
-loops can run without the GIL, bounds checks or negative-index wrapping. Each kernel has a
-NumPy reference of the same name in `mytorch.kernels.numpy_kernels`: it defines what the
-kernel must compute, and the tests hold the two together.
+`setup.py` compiles this file into `mytorch._kernels`, the extension of `mytorch.kernels`
+(nbs/09_kernels.ipynb). Each function is the compiled twin of the NumPy reference of the same
+name there, and takes the same arguments. The contract (float32 or float64 arrays of one dtype
+and one shape) is checked once, in Python, by the kernel's `check`, before whichever of the two
+runs, so this file holds the loops and what they need of the layout: each input is flattened
+(`ravel`: a view of a C-contiguous array, a contiguous copy of a strided one), so the loops run
+without the GIL, bounds checks or negative-index wrapping.
 
 `-ffp-contract=off` (the `distutils:` line above; Cython adds it to setup.py's compiler
 flags) keeps `a*b + c` two roundings, as in NumPy; see `_fma`.
@@ -47,8 +47,9 @@ cdef double _sum_of_squares(const floating[::1] x) noexcept:
 
 
 def sum_of_squares(x):
-    "sum(x**2) of a contiguous 1-D float32/float64 array as a Python float, accumulated in double."
+    "sum(x**2) of a float32/float64 array of any shape and layout, as a Python float accumulated in double."
     cdef double s
+    x = x.ravel()
     if x.dtype.char == 'f':
         s = _sum_of_squares[float](x)
     else:
@@ -71,14 +72,15 @@ cdef void _fma(const floating[::1] a, const floating[::1] b, const floating[::1]
 
 
 def fma(a, b, c):
-    "A new array a*b + c from three contiguous 1-D float32/float64 arrays of one dtype and length."
+    "A new array a*b + c of the inputs' shape, from float32/float64 arrays of one dtype and one shape."
+    shape = a.shape
+    a, b, c = a.ravel(), b.ravel(), c.ravel()
     n = a.shape[0]
-    if b.shape[0] != n or c.shape[0] != n:
-        raise ValueError(f"fma: lengths differ: a {n}, b {b.shape[0]}, c {c.shape[0]}; "
-                         "call mytorch.kernels.fma, which checks shapes, rather than mytorch._fused")
+    if b.shape[0] != n or c.shape[0] != n:  # kept from the contract: the loop would read past the end of b or c
+        raise ValueError(f"fma: lengths differ: a {n}, b {b.shape[0]}, c {c.shape[0]}; call mytorch.kernels.fma")
     out = np.empty(n, dtype=a.dtype)
     if a.dtype.char == 'f':
         _fma[float](a, b, c, out)
     else:
         _fma[double](a, b, c, out)
-    return out
+    return out.reshape(shape)

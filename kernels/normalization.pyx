@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
 """Batch normalization's per-channel passes for the normalization chapter (nbs/27_normalization.ipynb).
 
-`setup.py` compiles this file into `mytorch._norm`. The NumPy references are `channel_moments`,
+`setup.py` compiles this file into `mytorch._normalization`. The NumPy references are `channel_moments`,
 `channel_normalize` and `channel_norm_backward` in `mytorch.nn.normalization`, marked there
 with `@compiled_kernel`; these functions take the same arguments and compute the same numbers
 up to rounding (a few units in the last place: the order of the additions differs).
@@ -20,10 +20,13 @@ is a contiguous row of B numbers. What the loops do differently from the referen
   sum(g * xhat), and once more to write dx; the reference makes about eight passes.
 Elementwise arithmetic is done in float64 and rounded once to the output's dtype.
 
-Each def checks what the reference would trip over or silently misbroadcast: the dtype (float32
-or float64 only), the number of dimensions, and per-channel vectors of the wrong length.
-Non-contiguous inputs are copied with np.ascontiguousarray, never read through strides. The
-loops are written once over the fused type `floating`; the defs pick the specialisation.
+The contract (float32 or float64 (A, C, B) arrays, per-channel vectors of C numbers) is checked
+once, in Python, by each kernel's `check` (`_check_channel_moments` and its siblings in the
+chapter), before whichever of the reference and this file's function runs. What is left here is
+the loops and the layout they need: non-contiguous inputs are copied with np.ascontiguousarray,
+never read through strides, and the per-channel vectors become contiguous float64 (`reshape(C)`
+refuses a vector of another size, so a misused call cannot read past its end). The loops are
+written once over the fused type `floating`; the defs pick the specialisation.
 """
 from cython cimport floating
 import numpy as np
@@ -31,26 +34,9 @@ import numpy as np
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-def _float3(kernel, name, a):
-    "`a` as a C-contiguous 3-D ndarray of float32 or float64, or an error naming the kernel, the input and the fix."
-    a = np.asarray(a)
-    if a.dtype not in _FLOATS:
-        raise TypeError(f"{kernel}: {name} has dtype {a.dtype}, but the compiled kernel takes float32 or float64 "
-                        f"arrays. Convert it first, e.g. {name}.astype(np.float64), or call {kernel}.reference.")
-    if a.ndim != 3:
-        raise ValueError(f"{kernel}: {name} must be 3-D (A, C, B): outer positions, channels, inner positions; "
-                         f"got shape {a.shape}. Reshape it first, e.g. x.reshape(N, C, -1).")
-    return np.ascontiguousarray(a)
-
-
-def _channel_vector(kernel, name, v, Py_ssize_t C, dtype, optional=False):
-    "`v` as a contiguous float64 vector of C numbers (None passes through when `optional`)."
-    if v is None and optional: return None
-    a = np.asarray(v)
-    if a.dtype.kind != 'f' or a.size != C:
-        raise ValueError(f"{kernel}: {name} must hold one float per channel ({C}), got "
-                         f"{'an array of shape ' + str(a.shape) + ', ' + str(a.dtype) if v is not None else 'None'}.")
-    return np.ascontiguousarray(a.reshape(C), dtype=np.float64)
+def _channel_vector(v, Py_ssize_t C):
+    "`v` as a contiguous float64 vector of C numbers, or None."
+    return None if v is None else np.ascontiguousarray(v.reshape(C), dtype=np.float64)
 
 
 # The row sums keep four partial sums, so that the additions of one row need not wait for each
@@ -137,7 +123,7 @@ cdef void _moments(const floating* x, double* mean, double* m2, double* n, Py_ss
 
 def channel_moments(x):
     "Mean and biased variance of x (A, C, B) over A and B, per channel: two (C,) arrays of x's dtype, accumulated in float64."
-    x = _float3('channel_moments', 'x', x)
+    x = np.ascontiguousarray(x)
     cdef Py_ssize_t A = x.shape[0], C = x.shape[1], B = x.shape[2]
     mean, m2, n = np.empty(C), np.empty(C), np.empty(C)
     cdef double[::1] mv = mean, m2v = m2, nv = n
@@ -172,12 +158,10 @@ cdef void _normalize(const floating* x, floating* y, const double* mean, const d
 
 def channel_normalize(x, mean, inv_std, weight, bias):
     "y = (x - mean) * inv_std * weight + bias per channel of x (A, C, B); weight and bias may be None."
-    x = _float3('channel_normalize', 'x', x)
+    x = np.ascontiguousarray(x)
     cdef Py_ssize_t A = x.shape[0], C = x.shape[1], B = x.shape[2]
-    m = _channel_vector('channel_normalize', 'mean', mean, C, x.dtype)
-    s = _channel_vector('channel_normalize', 'inv_std', inv_std, C, x.dtype)
-    w = _channel_vector('channel_normalize', 'weight', weight, C, x.dtype, True)
-    b = _channel_vector('channel_normalize', 'bias', bias, C, x.dtype, True)
+    m, s = _channel_vector(mean, C), _channel_vector(inv_std, C)
+    w, b = _channel_vector(weight, C), _channel_vector(bias, C)
     s = s if w is None else s * w
     b = np.zeros(C) if b is None else b
     y = np.empty_like(x)
@@ -227,15 +211,11 @@ cdef void _backward(const floating* g, const floating* x, floating* dx, const do
 
 def channel_norm_backward(g, x, mean, inv_std, weight):
     "(dx, sum(g), sum(g * xhat)) of y = xhat * weight + bias, xhat = (x - mean) * inv_std, for x's own batch statistics: dx = inv_std * weight * (g - mean(g) - xhat * mean(g * xhat)) over A and B."
-    x = _float3('channel_norm_backward', 'x', x)
-    g = _float3('channel_norm_backward', 'g', g)
-    if g.shape != x.shape or g.dtype != x.dtype:
-        raise ValueError(f"channel_norm_backward: g must have x's shape and dtype {x.shape}, {x.dtype}; got "
-                         f"{g.shape}, {g.dtype}.")
+    x, g = np.ascontiguousarray(x), np.ascontiguousarray(g)
+    if g.shape != x.shape:   # kept as the last line of defence: the loops read g with x's sizes
+        raise ValueError("channel_norm_backward: g and x differ in shape; call mytorch.nn.normalization.channel_norm_backward")
     cdef Py_ssize_t A = x.shape[0], C = x.shape[1], B = x.shape[2]
-    m = _channel_vector('channel_norm_backward', 'mean', mean, C, x.dtype)
-    s = _channel_vector('channel_norm_backward', 'inv_std', inv_std, C, x.dtype)
-    w = _channel_vector('channel_norm_backward', 'weight', weight, C, x.dtype, True)
+    m, s, w = _channel_vector(mean, C), _channel_vector(inv_std, C), _channel_vector(weight, C)
     w = np.ones(C) if w is None else w
     dx, sg, sgx = np.empty_like(x), np.zeros(C), np.zeros(C)
     if x.size == 0: return dx, sg.astype(x.dtype), sgx.astype(x.dtype)

@@ -2,7 +2,7 @@
 """Max pooling with its argmax, and the scatter-add of its backward, for the pooling chapter
 (nbs/26_pooling.ipynb), in one pass each.
 
-`setup.py` compiles this file into `mytorch._pool`. The NumPy references are
+`setup.py` compiles this file into `mytorch._pooling`. The NumPy references are
 `max_pool_with_indices` and `plane_scatter_add` in `mytorch.nn.pooling`, marked there with
 `@compiled_kernel`; these functions take the same arguments and return the same numbers, bit
 for bit.
@@ -21,10 +21,13 @@ What the loops do differently from the references:
   a float32 plane in a float64 row of one plane's size, in the same order as bincount, so the
   results agree exactly.
 
-Each def checks its contract before it writes anything: the dtype (float32 or float64), the
-shapes, the geometry against the input, and, for the scatter-add, that every index lies inside
-its plane (a full pass over the indices first, so a bad one raises with nothing written);
-non-contiguous inputs are copied with np.ascontiguousarray.
+The contract (a float32 or float64 input, a geometry made for it; for the scatter-add, 2-D
+arrays of one shape and every index inside its plane) is checked once, in Python, by each
+kernel's `check` (`_check_max_pool_with_indices`, `_check_plane_scatter_add` in the chapter),
+before whichever of the reference and this file's function runs. What is left here is the
+loops, the layout they need (non-contiguous inputs are copied with np.ascontiguousarray), and
+the guards kept as the last line of defence against reading or writing out of bounds (see the
+comments).
 """
 from cython cimport floating
 from libc.stdint cimport int64_t
@@ -59,18 +62,6 @@ cdef extern from *:
 cdef inline floating _select(int c, floating a, floating b) noexcept nogil:
     if floating is float: return mp_select_float(c, a, b)
     else: return mp_select_double(c, a, b)
-
-_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-
-
-def _float_array(kernel, name, a):
-    "`a` as an ndarray of float32 or float64, or a TypeError naming the kernel, the input and the fix."
-    a = np.asarray(a)
-    if a.dtype not in _FLOATS:
-        raise TypeError(f"{kernel}: {name} has dtype {a.dtype}, but the compiled kernel takes float32 or float64 "
-                        f"arrays. Convert it first, e.g. {name}.astype(np.float64), or call {kernel}.reference.")
-    return a
-
 
 cdef inline Py_ssize_t _first_real(Py_ssize_t start, Py_ssize_t d) noexcept nogil:
     "The first position >= 0 of a window starting at `start` with taps `d` apart (as the reference's _first_real)."
@@ -135,19 +126,14 @@ cdef void _max_pool(const floating* a, floating* best_out, int64_t* index_out, P
 
 def max_pool_with_indices(a, geo):
     "(values, indices) of the max pool of a (..., H, W) array: each window's maximum and its flat index h * W + w."
-    a = _float_array('max_pool_with_indices', 'a', a)
-    if a.ndim < 2:
-        raise ValueError(f"max_pool_with_indices: a must have at least 2 dims (..., H, W), got shape {a.shape}.")
+    if a.ndim < 2:   # kept as the last line of defence: a 1-D a would be read as an n x n plane
+        raise ValueError("max_pool_with_indices: a has fewer than 2 dims; call mytorch.nn.pooling.max_pool_with_indices")
     cdef Py_ssize_t H = a.shape[a.ndim - 2], W = a.shape[a.ndim - 1]
     cdef Py_ssize_t kh = geo.kernel[0], kw = geo.kernel[1], sh = geo.stride[0], sw = geo.stride[1]
     cdef Py_ssize_t ph = geo.padding[0], pw = geo.padding[1], dh = geo.dilation[0], dw = geo.dilation[1]
     cdef Py_ssize_t oh = geo.out_size[0], ow = geo.out_size[1]
-    if min(kh, kw, sh, sw, dh, dw) < 1 or min(ph, pw, oh, ow) < 0:
-        raise ValueError(f"max_pool_with_indices: geometry {geo} has a kernel, stride or dilation below 1, "
-                         "or a negative padding or output size.")
-    if tuple(geo.in_size) != (H, W):
-        raise ValueError(f"max_pool_with_indices: the geometry was made for an input of size {tuple(geo.in_size)}, "
-                         f"but a has shape {a.shape} (..., H, W) = (..., {H}, {W}). Make the geometry from this input.")
+    if min(sh, sw, dh, dw) < 1:   # kept as the last line of defence: the loop divides by the strides (in C)
+        raise ValueError("max_pool_with_indices: a stride or dilation below 1; call mytorch.nn.pooling.max_pool_with_indices")
     lead = a.shape[:a.ndim - 2]
     cdef Py_ssize_t planes = 1
     for n in lead: planes *= n
@@ -195,21 +181,11 @@ cdef void _scatter_add(const floating* g, const int64_t* idx, floating* out, dou
 
 def plane_scatter_add(g, idx, n):
     "A new (P, n) array, zero but for each g[p, o] added at position idx[p, o] of row p; g and idx are (P, m)."
-    g = _float_array('plane_scatter_add', 'g', g)
-    idx = np.asarray(idx)
-    if g.ndim != 2 or idx.shape != g.shape:
-        raise ValueError(f"plane_scatter_add: g and idx must be 2-D arrays (planes, values) of one shape, got g "
-                         f"{g.shape} and idx {idx.shape}.")
-    if idx.dtype.kind not in 'iu':
-        raise TypeError(f"plane_scatter_add: idx has dtype {idx.dtype}, but must hold integers. Convert it first, "
-                        "e.g. idx.astype(np.int64).")
+    if g.ndim != 2 or idx.shape != g.shape:   # kept as the last line of defence: the loop reads idx as g's shape
+        raise ValueError("plane_scatter_add: g and idx differ in shape; call mytorch.nn.pooling.plane_scatter_add")
     cdef Py_ssize_t P = g.shape[0], m = g.shape[1], N = n
-    if N < 0: raise ValueError(f"plane_scatter_add: the plane size n must be non-negative, got {n}.")
     out = np.zeros((P, N), g.dtype)
-    if out.size == 0 or g.size == 0: 
-        if g.size and N == 0:
-            raise IndexError(f"plane_scatter_add: index {int(idx.flat[0])} is out of range for planes of size 0.")
-        return out
+    if out.size == 0 or g.size == 0: return out
     g = np.ascontiguousarray(g)
     idx = np.ascontiguousarray(idx, dtype=np.int64)
     cdef float[:, ::1] g32, o32
@@ -217,10 +193,11 @@ def plane_scatter_add(g, idx, n):
     cdef const int64_t[:, ::1] ix = idx
     cdef double* acc = NULL
     cdef Py_ssize_t bad
-    with nogil: bad = _first_outside(&ix[0, 0], P * m, N)     # the whole contract first: nothing is written on error
+    # Kept from the contract, as the last line of defence: an index outside its plane would write past the end
+    # of out. One pass over the indices in C, before anything is written.
+    with nogil: bad = _first_outside(&ix[0, 0], P * m, N)
     if bad >= 0:
-        raise IndexError(f"plane_scatter_add: idx[{bad // m}, {bad % m}] = {int(ix[bad // m, bad % m])} is out of "
-                         f"range for planes of size {N} (indices must lie in [0, {N})).")
+        raise IndexError("plane_scatter_add: an index is out of range; call mytorch.nn.pooling.plane_scatter_add")
     if g.dtype.char == 'f':
         g32, o32 = g, out
         acc = <double*>malloc(N * sizeof(double))
