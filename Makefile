@@ -47,8 +47,11 @@ check-clean: $(BIN)/.book-installed
 	  echo "nbdev-export / nbdev-clean changed these files; run them and commit the result:"; \
 	  echo "$$changed"; git --no-pager diff --stat -- mytorch nbs; exit 1; fi
 
+# Each chapter in a process of its own, two at a time: a chapter's exported cells attach its methods
+# to the package's classes (`@patch`), as the module does, so a later chapter in the same process
+# would meet the earlier chapter's notebook-defined versions. A reader's Jupyter kernel is one per chapter too.
 nbtest: $(BIN)/.test-installed
-	$(BIN)/nbdev-test --flags torch --n-workers 2
+	ls nbs/*.ipynb | xargs -P 2 -I{} $(BIN)/nbdev-test {} --flags torch
 
 pytest: $(BIN)/.test-installed
 	$(BIN)/python -m pytest

@@ -115,7 +115,7 @@ def main(argv=None):
     print("on by default when the geometric-mean ratio is at least 1.1 (mytorch.kernels.measured_defaults):")
     for name, on in measured.items():
         if name in k.KERNELS:
-            committed, field, where = k.enabled_by_default[name], "enabled_by_default", "nbs/09_kernels.ipynb"
+            committed, field, where = k.enabled_by_default[name], "enabled_by_default", "nbs/91_kernels.ipynb"
         else:
             kernel = k._registry[name]
             committed, field, where = kernel.default, "default", f"its @compiled_kernel line ({kernel.reference.__module__})"

@@ -3,7 +3,7 @@
 """The kernels chapter's fused elementwise loops: one pass over memory where NumPy makes several.
 
 `setup.py` compiles this file into `mytorch._kernels`, the extension of `mytorch.kernels`
-(nbs/09_kernels.ipynb). Each function is the compiled twin of the NumPy reference of the same
+(nbs/91_kernels.ipynb). Each function is the compiled twin of the NumPy reference of the same
 name there, and takes the same arguments. The contract (float32 or float64 arrays of one dtype
 and one shape) is checked once, in Python, by the kernel's `check`, before whichever of the two
 runs, so this file holds the loops and what they need of the layout: each input is flattened

@@ -1,4 +1,4 @@
-"""The Cython kernels of the kernels chapter (kernels/kernels.pyx) against their NumPy references (nbs/09_kernels.ipynb),
+"""The Cython kernels of the kernels chapter (kernels/kernels.pyx) against their NumPy references (nbs/91_kernels.ipynb),
 and the registry every kernel is entered in (`compiled_kernel`).
 
 Tests that need the compiled extension skip, with the reason, when it is not built; when the

@@ -1,4 +1,4 @@
-"""Adversarial tests of mytorch.save / mytorch.load (nbs/33_serialization.ipynb).
+"""Adversarial tests of mytorch.save / mytorch.load (nbs/35_serialization.ipynb).
 
 The property under test: whatever happens to a file (cut short at any byte, bits flipped anywhere, members
 edited with valid zip checksums, a writer killed mid-write, readers racing a writer), `load` either returns

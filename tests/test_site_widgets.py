@@ -13,7 +13,7 @@ SHOTS = SITE.parent / "test-artifacts" / "widgets"
 # chapter page -> the widgets it must show, in page order
 WIDGET_PAGES = {
     "03_viz": ["graph"],
-    "10_tensor": ["graph"],
+    "10_engine": ["graph"],
     "04_widgets": ["race", "conv"],
     "25_conv": ["conv"],
     "30_optim": ["race"],
