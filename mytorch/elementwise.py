@@ -16,7 +16,7 @@ __all__ = ['clip', 'get_math_policy', 'set_math_policy', 'Neg', 'Sub', 'Div', 'a
 import builtins
 import numpy as np
 from .engine import *
-from .engine import _operands, _broadcast_check, _grad_mode, _default, _format_origin
+from .engine import _operands, _binary, _broadcast_check, _grad_mode, _default, _format_origin
 from .engine import _forward_ad, _register_dual
 from .scalar import DomainError, patch
 
@@ -206,24 +206,13 @@ def neg(input:Tensor) -> Tensor:
 Tensor.add, Tensor.sub, Tensor.mul, Tensor.div, Tensor.neg = add, sub, mul, div, neg   # the functionals are the methods
 
 @patch
-def __sub__(self:Tensor, other):
-    ops = _operands(self, other, 'subtract')
-    return NotImplemented if ops is None else Sub.apply(*ops)
-
+def __sub__(self:Tensor, other): return _binary(Sub, self, other, 'subtract')
 @patch
-def __rsub__(self:Tensor, other):
-    ops = _operands(self, other, 'subtract')
-    return NotImplemented if ops is None else Sub.apply(ops[1], ops[0])
-
+def __rsub__(self:Tensor, other): return _binary(Sub, self, other, 'subtract', reflected=True)
 @patch
-def __truediv__(self:Tensor, other):
-    ops = _operands(self, other, 'divide')
-    return NotImplemented if ops is None else Div.apply(*ops)
-
+def __truediv__(self:Tensor, other): return _binary(Div, self, other, 'divide')
 @patch
-def __rtruediv__(self:Tensor, other):
-    ops = _operands(self, other, 'divide')
-    return NotImplemented if ops is None else Div.apply(ops[1], ops[0])
+def __rtruediv__(self:Tensor, other): return _binary(Div, self, other, 'divide', reflected=True)
 
 @patch
 def __neg__(self:Tensor): return Neg.apply(self)

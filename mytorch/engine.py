@@ -67,11 +67,21 @@ class enable_grad(set_grad_enabled):
 _LIB_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep if '__file__' in globals() else '\0'
 _getframe = sys._getframe
 
+class _Pin:
+    "While the engine runs a library backward rule (`active`), every op it makes has one origin, found once."
+    __slots__ = ('active', 'origin')
+    def __init__(self): self.active, self.origin = False, None
+
+_pin = _Pin()
+
 def _user_origin():
     "(code, line) of the nearest frame outside the mytorch package: where the reader's code made a tensor."
+    if _pin.active and _pin.origin is not None: return _pin.origin
     f = _getframe(1)
     while f is not None and f.f_code.co_filename.startswith(_LIB_DIR): f = f.f_back
-    return None if f is None else (f.f_code, f.f_lineno)
+    origin = None if f is None else (f.f_code, f.f_lineno)
+    if _pin.active: _pin.origin = origin
+    return origin
 
 def _format_origin(origin) -> str:
     "'train.py:12 in <module>' for an origin recorded by `_user_origin`."
@@ -366,17 +376,11 @@ class Function:
             for i, (o, r) in enumerate(zip(outs, raws)):
                 if o._data.dtype.kind == 'f' and id(r) not in nd:
                     o.grad_fn, o._output_nr, o.requires_grad = ctx, i, True
-            if ctx._saved is not None: _note_saved_outputs(ctx, raws, outs)
+            if ctx._saved is not None and (multi or type(raw) is Tensor):   # only a Tensor output can have been saved
+                ctx._relink = tuple((k, nr) for k, t in enumerate(ctx._saved) for nr, r in enumerate(raws)
+                                    if t is r and outs[nr].requires_grad)
         if _forward_ad.level: _forward_ad.push(cls, ctx, args, outs)
         return outs if multi else outs[0]
-
-def _note_saved_outputs(ctx, raws, outs):
-    "Record which saved tensors are the op's own differentiable outputs, so backward can relink them to ctx."
-    relink = []
-    for k, t in enumerate(ctx._saved):
-        for nr, r in enumerate(raws):
-            if t is r and outs[nr].requires_grad: relink.append((k, nr))
-    ctx._relink = tuple(relink)
 
 def _wrap_output(r, origin) -> Tensor:
     "A forward's result as a fresh output Tensor (arrays and scalars are wrapped; Tensors get a new shell)."
@@ -516,25 +520,20 @@ class Mul(Function):
         if tb is None: return Mul.apply(ta, b)
         return Add.apply(Mul.apply(ta, b), Mul.apply(a, tb))
 
-@patch
-def __add__(self:Tensor, other):
-    ops = _operands(self, other, 'add')
-    return NotImplemented if ops is None else Add.apply(*ops)
+def _binary(fn, self, other, verb:str, reflected:bool=False):
+    "`fn` applied to (self, other), or to (other, self) for a reflected operator; NotImplemented for an unknown operand."
+    ops = _operands(self, other, verb)
+    if ops is None: return NotImplemented
+    return fn.apply(ops[1], ops[0]) if reflected else fn.apply(*ops)
 
 @patch
-def __radd__(self:Tensor, other):
-    ops = _operands(self, other, 'add')
-    return NotImplemented if ops is None else Add.apply(ops[1], ops[0])
-
+def __add__(self:Tensor, other): return _binary(Add, self, other, 'add')
 @patch
-def __mul__(self:Tensor, other):
-    ops = _operands(self, other, 'multiply')
-    return NotImplemented if ops is None else Mul.apply(*ops)
-
+def __radd__(self:Tensor, other): return _binary(Add, self, other, 'add', reflected=True)
 @patch
-def __rmul__(self:Tensor, other):
-    ops = _operands(self, other, 'multiply')
-    return NotImplemented if ops is None else Mul.apply(ops[1], ops[0])
+def __mul__(self:Tensor, other): return _binary(Mul, self, other, 'multiply')
+@patch
+def __rmul__(self:Tensor, other): return _binary(Mul, self, other, 'multiply', reflected=True)
 
 @patch
 def expand(self:Tensor, *shape) -> Tensor:
@@ -564,13 +563,14 @@ class Elementwise(Function):
     @classmethod
     def _times_derivative(cls, ctx, v) -> Tensor:
         d = cls.derivative(ctx)
-        if not isinstance(d, Tensor): d = Tensor(np.asarray(d, dtype=v._data.dtype), _origin=ctx._origin)
+        if type(d) is not Tensor: d = Tensor(np.asarray(d, dtype=v._data.dtype), _origin=ctx._origin)
         return v / d if cls.reciprocal else Mul.apply(v, d)   # `/` is the elementwise chapter's Div
     @classmethod
     def backward(cls, ctx, g):
         "g * f'(x), and no gradient for the op's non-tensor arguments."
         gx = cls._times_derivative(ctx, g)
-        return gx if len(ctx.edges) == 1 else (gx,) + (None,) * (len(ctx.edges) - 1)
+        n = len(ctx.edges)
+        return gx if n == 1 else (gx,) + (None,) * (n - 1)
     @classmethod
     def jvp(cls, ctx, t, *_):
         "f'(x) * t: the same diagonal Jacobian, applied to the tangent."
@@ -631,8 +631,10 @@ def run_backward(roots:tuple, # output tensors to differentiate
         else:
             _accumulate_into(buf, r.grad_fn, r.grad_fn.n_outputs, r._output_nr, g)
             root_nodes.append(r.grad_fn)
-    prev_mode = _grad_mode.enabled
-    _grad_mode.enabled = create_graph
+    prev_mode, prev_pin = _grad_mode.enabled, (_pin.active, _pin.origin)
+    _grad_mode.enabled, _pin.origin = create_graph, None
+    # Every op a library rule makes gets the origin the frame walk finds: the reader's line that asked for
+    # the gradients. It is found by the first such op and reused by the rest (a custom Function's rule walks).
     try:
         for node in reversed(_topological_nodes(root_nodes)):
             slot = buf.pop(node, None)
@@ -646,7 +648,9 @@ def run_backward(roots:tuple, # output tensors to differentiate
             if node._materialize:
                 slot = [g if g is not None else Tensor(np.zeros(s, dtype=d), _origin=node._origin)
                         for g, (s, d) in zip(slot, node._out_meta)]
+            _pin.active = node.fn.__module__.startswith('mytorch.')
             gin = node.fn.backward(node, *slot)
+            _pin.active = False
             if not isinstance(gin, tuple): gin = (gin,)
             if len(gin) != len(node.edges):
                 raise RuntimeError(f"{node.name()}.backward returned {len(gin)} gradient(s) but its forward took "
@@ -663,7 +667,7 @@ def run_backward(roots:tuple, # output tensors to differentiate
                     if capture is None: _deliver(*leaf_hits.pop(), create_graph)
             if not retain_graph: node._release()
     finally:
-        _grad_mode.enabled = prev_mode
+        _grad_mode.enabled, (_pin.active, _pin.origin) = prev_mode, prev_pin
     if capture is None:
         for leaf, g in leaf_hits: _deliver(leaf, g, create_graph)
         return None
