@@ -10,7 +10,7 @@ __all__ = ['cuda', 'default_generator', 'Variable', 'FloatTensor', 'DoubleTensor
            'get_default_device', 'zeros', 'ones', 'empty', 'full', 'arange', 'linspace', 'eye', 'from_numpy',
            'as_tensor', 'Generator', 'manual_seed', 'seed', 'initial_seed', 'get_rng_state', 'set_rng_state', 'rand',
            'randn', 'randint', 'randperm', 'zeros_like', 'ones_like', 'empty_like', 'full_like', 'rand_like',
-           'randn_like', 'ToCopy', 'Clone', 'clone', 'Fill']
+           'randn_like', 'ToCopy', 'promote_types', 'result_type', 'can_cast', 'Clone', 'clone', 'Fill']
 
 # %% ../nbs/11_creation.ipynb #0db9bcb8
 import os
@@ -20,6 +20,7 @@ import numpy as np
 from .engine import *
 from .scalar import patch
 from .engine import _user_origin, _grad_mode, _default, _edge, _forward_ad
+from .engine import _promote, _result_dtype, _can_cast
 
 # %% ../nbs/11_creation.ipynb #fbedc318
 def _size(size:tuple, fn:str) -> tuple:
@@ -547,6 +548,25 @@ def int(self:Tensor) -> Tensor:
 def bool(self:Tensor) -> Tensor:
     "This tensor as bool (itself if it already is)."
     return self if self._data.dtype == bool_ else ToCopy.apply(self, bool_)
+
+# %% ../nbs/11_creation.ipynb #a9ad0cde
+def promote_types(type1, # a dtype
+                  type2, # another dtype
+                 ) -> np.dtype:
+    "The dtype an op on `type1` and `type2` computes in: the higher category, or the wider type within one."
+    return _promote(_dtype(type1, 'promote_types'), _dtype(type2, 'promote_types'))
+
+def result_type(tensor1, # a Tensor or a Python number
+                tensor2, # a Tensor or a Python number
+               ) -> np.dtype:
+    "The dtype a binary op computes `tensor1` and `tensor2` in, by PyTorch's promotion rules."
+    return _result_dtype(tensor1, tensor2)
+
+def can_cast(from_, # the dtype of a result
+             to, # the dtype of the tensor it is written into
+            ) -> bool:
+    "Whether a result of dtype `from_` may be written into a tensor of dtype `to`: not into a lower category."
+    return _can_cast(_dtype(from_, 'can_cast'), _dtype(to, 'can_cast'))
 
 # %% ../nbs/11_creation.ipynb #33148f39
 class Clone(Function):

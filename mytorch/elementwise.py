@@ -10,15 +10,16 @@ __all__ = ['clip', 'get_math_policy', 'set_math_policy', 'Neg', 'Sub', 'Div', 'a
            'Where', 'where', 'Exp', 'Log', 'Log1p', 'exp', 'log', 'log1p', 'PowScalar', 'Pow', 'pow', 'square',
            'reciprocal', 'Sqrt', 'Rsqrt', 'sqrt', 'rsqrt', 'Sin', 'Cos', 'Tanh', 'Sigmoid', 'sin', 'cos', 'tanh',
            'sigmoid', 'Abs', 'Sign', 'Relu', 'Clamp', 'Maximum', 'Minimum', 'abs', 'sign', 'relu', 'clamp', 'maximum',
-           'minimum']
+           'minimum', 'FloorDivide', 'Remainder', 'Fmod', 'floor_divide', 'remainder', 'fmod', 'Copy']
 
 # %% ../nbs/12_elementwise.ipynb #76aeadac
 import builtins
 import numpy as np
 from .engine import *
 from .engine import _operands, _binary, _broadcast_check, _grad_mode, _default, _format_origin
-from .engine import _forward_ad, _register_dual
+from .engine import _forward_ad, _register_dual, _plain_backward
 from .scalar import DomainError, patch
+from .engine import _number_dtype, _result_dtype, _can_cast, _number_array   # type promotion
 
 # %% ../nbs/12_elementwise.ipynb #c40341b4
 class _MathPolicy:
@@ -168,7 +169,7 @@ class Div(Function):
         a, b = ctx.saved_tensors
         ga = Div.apply(g, b) if ctx.needs_input_grad[0] else None
         if not ctx.needs_input_grad[1]: return ga, None
-        if not _grad_mode.enabled: return ga, Tensor(_divisor_grad(g._data, a, b))
+        if _plain_backward(): return ga, Tensor(_divisor_grad(g._data, a, b))   # nothing records, no tangent flows
         return ga, Neg.apply(Div.apply(Mul.apply(g, Div.apply(a, b)), b))   # create_graph: Tensor ops, differentiable
     @staticmethod
     def jvp(ctx, ta, tb):
@@ -183,8 +184,20 @@ def add(input:Tensor, other, alpha=1) -> Tensor:
     if alpha != 1: other = other * alpha
     return Add.apply(*_operands(input, other, 'add', functional=True))
 
+def _no_bool_subtraction(a, b):
+    "Refuse `-` with a bool operand (a bool tensor or a Python bool), as PyTorch does; promotion would make it integer arithmetic."
+    a_bool = a._data.dtype == bool_ if isinstance(a, Tensor) else isinstance(a, (bool, np.bool_))
+    b_bool = b._data.dtype == bool_ if isinstance(b, Tensor) else isinstance(b, (bool, np.bool_))
+    if a_bool and b_bool:
+        raise TypeError("subtraction, the `-` operator, is not defined for two bool operands. Use `^` or "
+                        "logical_xor for masks.")
+    if a_bool or b_bool:
+        raise TypeError("subtraction, the `-` operator, is not defined for a bool operand. To invert a mask use "
+                        "`~mask` or logical_not(mask); for arithmetic convert it first, e.g. mask.long() or mask.float().")
+
 def sub(input:Tensor, other, alpha=1) -> Tensor:
     "input - alpha * other, elementwise"
+    _no_bool_subtraction(input, other)
     if alpha != 1: other = other * alpha
     return Sub.apply(*_operands(input, other, 'subtract', functional=True))
 
@@ -206,9 +219,13 @@ def neg(input:Tensor) -> Tensor:
 Tensor.add, Tensor.sub, Tensor.mul, Tensor.div, Tensor.neg = add, sub, mul, div, neg   # the functionals are the methods
 
 @patch
-def __sub__(self:Tensor, other): return _binary(Sub, self, other, 'subtract')
+def __sub__(self:Tensor, other):
+    _no_bool_subtraction(self, other)
+    return _binary(Sub, self, other, 'subtract')
 @patch
-def __rsub__(self:Tensor, other): return _binary(Sub, self, other, 'subtract', reflected=True)
+def __rsub__(self:Tensor, other):
+    _no_bool_subtraction(other, self)
+    return _binary(Sub, self, other, 'subtract', reflected=True)
 @patch
 def __truediv__(self:Tensor, other): return _binary(Div, self, other, 'divide')
 @patch
@@ -334,9 +351,9 @@ def where(condition:Tensor, input, other) -> Tensor:
                         "x, 0.0).")
     if isinstance(input, Tensor): a, b = _operands(input, other, 'select between', functional=True)
     elif isinstance(other, Tensor): b, a = _operands(other, input, 'select between', functional=True)
-    elif _is_number(input) and _is_number(other):
-        dt = _default.dtype if isinstance(input, float) or isinstance(other, float) else int64
-        a, b = Tensor(np.asarray(input, dtype=dt)), Tensor(np.asarray(other, dtype=dt))
+    elif _number_dtype(input) is not None and _number_dtype(other) is not None:
+        dt = _result_dtype(input, other)   # where(c, 1, 2.5) is float32, where(c, 1, 2) int64
+        a, b = Tensor(_number_array(input, dt)), Tensor(_number_array(other, dt))
     else: raise TypeError(f"where selects between Tensors or numbers, got {type(input).__name__} and "
                           f"{type(other).__name__}.")
     for t in (a, b):
@@ -433,9 +450,12 @@ class PowScalar(Function):
     def forward(ctx, x, n):
         d = x._data
         if d.dtype.kind not in 'fc':
-            if isinstance(n, (float, np.floating)): d = d.astype(_default.dtype)
-            elif n < 0: raise RuntimeError(f"Integers to negative integer powers are not allowed (an {d.dtype} "
-                                           f"tensor ** {n}, made at {x.origin}). Convert the base to float first.")
+            dt = _result_dtype(x, n)   # int8 ** 2 is int8, bool ** 2 int64, int ** 0.5 the default float dtype
+            if dt == bool_: return d.copy() if n else np.ones_like(d)   # bool ** True and bool ** False, as in PyTorch
+            if dt.kind not in 'fc' and n < 0:
+                raise RuntimeError(f"Integers to negative integer powers are not allowed (an {d.dtype} "
+                                   f"tensor ** {n}, made at {x.origin}). Convert the base to float first.")
+            if dt != d.dtype: d = d.astype(dt)
         if _math.strict: _pow_domain_check(x, d, n)
         ctx.save_for_backward(x)
         ctx.n = n
@@ -494,7 +514,6 @@ def _pow_grad_exponent(node, g, a, b, y, phase:str='backward pass'):
         raise _domain_error('pow (a ** b)', a, bad, ad, "the gradient for the exponent, a ** b * log(a), needs "
                             "log(a), which is undefined for a < 0", "keep the base positive when the exponent is "
                             "learned, e.g. a.abs() ** b, or exp(b * log(a)) with a > 0.", node, phase)
-    if _grad_mode.enabled: y = Pow.apply(a, b)   # create_graph: y must be differentiable
     if _has_zero(ad): a = _where_number((ad == 0) & (bd >= 0), 1, a)   # log(1) = 0: the gradient is 0 there
     return Mul.apply(g, Mul.apply(y, Log.apply(a)))
 
@@ -503,6 +522,9 @@ class Pow(Function):
     @staticmethod
     def forward(ctx, a, b):
         ad, bd = a._data, b._data
+        if ad.dtype == bool_ and bd.dtype == bool_:
+            raise TypeError(f"pow is not defined for a bool base and a bool exponent (the base made at {a.origin}), "
+                            "as in PyTorch. Convert one of them to an integer or float dtype first.")
         if ad.dtype.kind not in 'fc' and bd.dtype.kind not in 'fc' and _has_negative(bd):
             raise RuntimeError(f"Integers to negative integer powers are not allowed (an {ad.dtype} base made at "
                                f"{a.origin}). Convert the base to float first.")
@@ -527,8 +549,8 @@ def pow(input, exponent) -> Tensor:
     "input ** exponent, elementwise; either one (not both) may be a number"
     if isinstance(input, Tensor):
         if isinstance(exponent, Tensor): return Pow.apply(*_operands(input, exponent, 'raise to the power of'))
-        if _is_number(exponent): return PowScalar.apply(input, exponent)
-    elif isinstance(exponent, Tensor) and _is_number(input):
+        if _number_dtype(exponent) is not None: return PowScalar.apply(input, exponent)
+    elif isinstance(exponent, Tensor) and _number_dtype(input) is not None:
         e, base = _operands(exponent, input, 'raise to the power of')
         return Pow.apply(base, e)
     raise TypeError(f"pow takes a Tensor and a Tensor or a number, got {type(input).__name__} and "
@@ -536,11 +558,11 @@ def pow(input, exponent) -> Tensor:
 
 @patch
 def __pow__(self:Tensor, other):
-    if not isinstance(other, Tensor) and not _is_number(other): return NotImplemented
+    if not isinstance(other, Tensor) and not _number_dtype(other) is not None: return NotImplemented
     return pow(self, other)
 
 @patch
-def __rpow__(self:Tensor, other): return pow(other, self) if _is_number(other) else NotImplemented
+def __rpow__(self:Tensor, other): return pow(other, self) if _number_dtype(other) is not None else NotImplemented
 
 Tensor.pow = pow   # the functional is the method
 
@@ -812,16 +834,146 @@ def clamp(input:Tensor, min=None, max=None) -> Tensor:
 
 clip = clamp
 
+def _tensor_other(fn:str, other):
+    "Refuse a number where PyTorch's signature takes only a Tensor."
+    if not isinstance(other, Tensor) and _number_dtype(other) is not None:
+        raise TypeError(f"{fn}(): argument 'other' must be a Tensor, not {type(other).__name__}, as in PyTorch. "
+                        f"For a number bound use clamp (x.clamp(min=0.0) is maximum(x, 0)), or pass a tensor.")
+
 def maximum(input:Tensor, other:Tensor) -> Tensor:
     "The larger of input and other, elementwise (the gradient is split equally on ties)"
+    _tensor_other('maximum', other)
     return Maximum.apply(*_operands(input, other, 'take the maximum of', functional=True))
 
 def minimum(input:Tensor, other:Tensor) -> Tensor:
     "The smaller of input and other, elementwise (the gradient is split equally on ties)"
+    _tensor_other('minimum', other)
     return Minimum.apply(*_operands(input, other, 'take the minimum of', functional=True))
 
 Tensor.abs, Tensor.sign, Tensor.relu, Tensor.clamp, Tensor.maximum, Tensor.minimum = abs, sign, relu, clamp, maximum, minimum
 Tensor.__abs__, Tensor.clip = abs, clamp   # PyTorch's aliases
+
+# %% ../nbs/12_elementwise.ipynb #9d8a23f5
+@np.errstate(divide='ignore', over='ignore', invalid='ignore')
+def _floor_quotient(ad:np.ndarray, bd:np.ndarray) -> np.ndarray:
+    "floor(a / b) as PyTorch computes it: Python's // for integers; for floats from fmod, so the quotient is exact."
+    if ad.dtype.kind in 'iub' and bd.dtype.kind in 'iub': return np.floor_divide(ad, bd)
+    m = np.fmod(ad, bd)
+    q = (ad - m) / bd   # a - fmod(a, b) is an exact multiple of b
+    q = np.where((m != 0) & ((bd < 0) != (m < 0)), q - 1, q)
+    f = np.floor(q)
+    f = np.where(q - f > 0.5, f + 1, f)   # q is within rounding of an integer: take the nearest
+    f = np.where(q == 0, np.copysign(0.0, ad / bd), f)
+    return np.where(bd == 0, ad / bd, f)   # x // 0 is +-inf, 0 // 0 is nan (under the 'nan' policy)
+
+@np.errstate(divide='ignore', invalid='ignore')
+def _remainder(ad:np.ndarray, bd:np.ndarray) -> np.ndarray:
+    "a - b * floor(a / b), the sign of b: Python's % for integers; for floats fmod, moved by b where signs differ."
+    if ad.dtype.kind in 'iub' and bd.dtype.kind in 'iub': return np.remainder(ad, bd)
+    m = np.fmod(ad, bd)
+    return np.where((m != 0) & ((bd < 0) != (m < 0)), m + bd, m)
+
+@np.errstate(divide='ignore', invalid='ignore')
+def _trunc_quotient(ad:np.ndarray, bd:np.ndarray) -> np.ndarray:
+    "trunc(a / b), the quotient fmod leaves its remainder from (the gradient of fmod in b needs it)."
+    return np.trunc(ad / bd)
+
+def _check_divisor(op:str, a:Tensor, b:Tensor):
+    "A bool quotient is refused; an integer zero divisor raises, as in PyTorch; a float zero raises under 'raise'."
+    ad, bd = a._data, b._data
+    if ad.dtype.kind == 'b' and bd.dtype.kind == 'b':
+        raise NotImplementedError(f"{op} is not implemented for bool tensors (as in PyTorch); the tensor was made at "
+                                  f"{a.origin}. Convert first, e.g. x.long().")
+    if not _has_zero(bd): return
+    if ad.dtype.kind in 'iub' and bd.dtype.kind in 'iub':
+        raise RuntimeError(f"ZeroDivisionError: integer {op} by zero (PyTorch's error); the divisor has zeros at "
+                           f"{_positions(bd == 0, bd)} and was made at {b.origin}. Integer division by 0 has no "
+                           "value; remove the zeros, or convert to floats to get inf and nan.")
+    if _math.strict:
+        raise _domain_error(op, b, bd == 0, bd, f"the divisor must be nonzero ({op} by 0 is infinite or undefined)",
+                            "make sure the divisor cannot be 0, or select the result with where(b != 0, ..., ...).")
+
+class FloorDivide(Function):
+    "floor_divide(x, y): not differentiable (piecewise constant; PyTorch raises in backward)"
+    @staticmethod
+    def forward(ctx, a, b):
+        _check_divisor('floor_divide', a, b)
+        return _floor_quotient(a._data, b._data)
+    @staticmethod
+    def backward(ctx, g):
+        raise RuntimeError(f"the derivative for floor_divide is not implemented (as in PyTorch): the result is "
+                           f"piecewise constant, with jumps where x / y is an integer. The op was called at "
+                           f"{_format_origin(ctx._origin)}. Use x.detach() // y where no gradient should flow "
+                           "through it.")
+
+class Remainder(Function):
+    "remainder(x, y): dx = g, dy = -g * floor_divide(x, y)"
+    @staticmethod
+    def forward(ctx, a, b):
+        _check_divisor('remainder', a, b)
+        ctx.save_for_backward(a, b)
+        return _remainder(a._data, b._data)
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        gb = Neg.apply(Mul.apply(g, Tensor(_floor_quotient(a._data, b._data)))) if ctx.needs_input_grad[1] else None
+        return g if ctx.needs_input_grad[0] else None, gb
+    @staticmethod
+    def jvp(ctx, ta, tb):
+        a, b = ctx.saved_tensors
+        if tb is None: return ta
+        tz = Mul.apply(tb, Tensor(_floor_quotient(a._data, b._data)))
+        return Neg.apply(tz) if ta is None else Sub.apply(ta, tz)
+
+class Fmod(Function):
+    "fmod(x, y): dx = g, dy = -g * trunc(x / y)"
+    @staticmethod
+    def forward(ctx, a, b):
+        _check_divisor('fmod', a, b)
+        ctx.save_for_backward(a, b)
+        with np.errstate(invalid='ignore'): return np.fmod(a._data, b._data)   # fmod(x, 0.) is nan under 'nan'
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        gb = Neg.apply(Mul.apply(g, Tensor(_trunc_quotient(a._data, b._data)))) if ctx.needs_input_grad[1] else None
+        return g if ctx.needs_input_grad[0] else None, gb
+    @staticmethod
+    def jvp(ctx, ta, tb):
+        a, b = ctx.saved_tensors
+        if tb is None: return ta
+        tz = Mul.apply(tb, Tensor(_trunc_quotient(a._data, b._data)))
+        return Neg.apply(tz) if ta is None else Sub.apply(ta, tz)
+
+# %% ../nbs/12_elementwise.ipynb #c22a3912
+def _number_first(fn, input, other, verb:str) -> Tensor:
+    "fn on (input, other) where input may be a number and other a Tensor (PyTorch's Scalar-Tensor overloads)."
+    if _is_number(input) and isinstance(other, Tensor):
+        b, a = _operands(other, input, verb)
+        return fn.apply(a, b)
+    return fn.apply(*_operands(input, other, verb, functional=True))
+
+def floor_divide(input, other) -> Tensor:
+    "input // other, elementwise: the quotient rounded toward -inf"
+    return _number_first(FloorDivide, input, other, 'floor-divide')
+
+def remainder(input, other) -> Tensor:
+    "input % other, elementwise: input - other * floor(input / other), with the sign of other"
+    return _number_first(Remainder, input, other, 'take the remainder of')
+
+def fmod(input:Tensor, other) -> Tensor:
+    "C's fmod, elementwise: input - other * trunc(input / other), with the sign of input"
+    return Fmod.apply(*_operands(input, other, 'take the fmod of', functional=True))
+
+Tensor.floor_divide, Tensor.remainder, Tensor.fmod = floor_divide, remainder, fmod   # the functionals are the methods
+
+@patch
+def __floordiv__(self:Tensor, other): return _binary(FloorDivide, self, other, 'floor-divide')
+@patch
+def __rfloordiv__(self:Tensor, other): return _binary(FloorDivide, self, other, 'floor-divide', reflected=True)
+@patch
+def __mod__(self:Tensor, other): return _binary(Remainder, self, other, 'take the remainder of')
+@patch
+def __rmod__(self:Tensor, other): return _binary(Remainder, self, other, 'take the remainder of', reflected=True)
 
 # %% ../nbs/12_elementwise.ipynb #f449edd7
 def _write_result(self:Tensor, r:Tensor, name:str):
@@ -830,7 +982,7 @@ def _write_result(self:Tensor, r:Tensor, name:str):
         raise RuntimeError(f"{name}: output with shape {list(self.shape)} doesn't match the broadcast shape "
                            f"{list(r.shape)} (the tensor was made at {self.origin}). An in-place op cannot change "
                            "its tensor's shape; use the out-of-place op.")
-    if r._data.dtype != self._data.dtype and not np.can_cast(r._data.dtype, self._data.dtype, 'same_kind'):
+    if r._data.dtype != self._data.dtype and not _can_cast(r._data.dtype, self._data.dtype):
         raise RuntimeError(f"{name}: result type {r.dtype} can't be cast to the desired output type {self.dtype} "
                            f"(the tensor was made at {self.origin}). Use the out-of-place op, or convert first.")
     self._data[...] = r._data
@@ -879,3 +1031,48 @@ for _fn in (add, sub, mul, div, pow, clamp, exp, log, log1p, sqrt, rsqrt, neg, a
             relu, reciprocal, square):
     setattr(Tensor, _fn.__name__ + '_', _inplace(_fn, _fn.__name__ + '_'))
 Tensor.clip_ = Tensor.clamp_
+
+# %% ../nbs/12_elementwise.ipynb #162ba002
+for _fn in (floor_divide, remainder, fmod):
+    setattr(Tensor, _fn.__name__ + '_', _inplace(_fn, _fn.__name__ + '_'))
+
+def _augmented(name:str, method):
+    "Python's `x op= y` (the dunder `name`) as the in-place `method`: NotImplemented for an operand the operator would refuse."
+    def op(self, other):
+        if not isinstance(other, Tensor) and not _is_number(other): return NotImplemented
+        return method(self, other)
+    op.__name__, op.__qualname__ = name, f"Tensor.{name}"
+    op.__doc__ = f"`x op= y` is `x.{method.__name__}(y)`: in place, with the same rules."
+    return op
+
+for _name, _method in (('__iadd__', Tensor.add_), ('__isub__', Tensor.sub_), ('__imul__', Tensor.mul_),
+                       ('__itruediv__', Tensor.div_), ('__ipow__', Tensor.pow_), ('__ifloordiv__', Tensor.floor_divide_),
+                       ('__imod__', Tensor.remainder_)):
+    setattr(Tensor, _name, _augmented(_name, _method))
+
+# %% ../nbs/12_elementwise.ipynb #6a9f43d4
+class Copy(Function):
+    "copy_(x, src): dx = 0, dsrc = g"
+    @staticmethod
+    def forward(ctx, x, src):
+        try: d = np.broadcast_to(src._data, x.shape)
+        except ValueError:
+            raise RuntimeError(f"copy_: the source of shape {list(src.shape)} (made at {src.origin}) cannot be broadcast "
+                               f"to the destination's shape {list(x.shape)} (made at {x.origin}); as in PyTorch, each "
+                               "source axis must equal the destination's or be 1, and new axes go in front.") from None
+        return d.astype(x._data.dtype, copy=True)   # any cast, as PyTorch's copy_ does (float to int truncates)
+    @staticmethod
+    def backward(ctx, g):
+        return (Tensor(np.zeros(g.shape, g.dtype)) if ctx.needs_input_grad[0] else None), g
+    linear = True   # in (x, src) together: the tangent is the source's, cast and broadcast
+
+def _copy(input:Tensor, src) -> Tensor:
+    "src broadcast to input's shape and cast to its dtype, as a new tensor in the graph (copy_ writes it into input)."
+    if _is_number(src) or isinstance(src, (bool, np.bool_)): src = Tensor(np.asarray(src), _origin=input._origin)
+    if not isinstance(src, Tensor):
+        raise TypeError(f"copy_(): argument 'src' must be a Tensor or a number, not {type(src).__name__}.")
+    return Copy.apply(input, src)
+_copy.__name__ = 'copy'
+
+Tensor.copy_ = _inplace(_copy, 'copy_')
+Tensor.copy_.__doc__ = "Copy `src` into this tensor, in place: broadcast to its shape, cast to its dtype (gradient to src)."

@@ -39,6 +39,10 @@ def is_grad_enabled() -> bool:
     "True when ops record the graph for backward."
     return _grad_mode.enabled
 
+def _plain_backward() -> bool:
+    "May a backward rule compute on plain arrays? Only when nothing records it and no tangent flows through it."
+    return not _grad_mode.enabled and not _forward_ad.level
+
 class set_grad_enabled:
     "Turn recording on or off: immediately when called, for a block as a context manager, or for a function as a decorator."
     def __init__(self, mode:bool):
@@ -267,7 +271,7 @@ def tensor(data, # a number, a nested list of numbers, a NumPy array or a Tensor
 class Node:
     "The record of one op in the graph: PyTorch's `ctx`, and the `grad_fn` of the op's outputs."
     __slots__ = ('fn', 'edges', 'needs_input_grad', '_saved', '_versions', '_released', 'n_outputs',
-                 '_out_meta', '_retained', '_origin', '_materialize', '_non_differentiable', '_relink', '__dict__',
+                 '_out_meta', '_retained', '_origin', '_materialize', '_non_differentiable', '_relink', '_hooks', '__dict__',
                  '__weakref__')
 
     def __init__(self, fn):
@@ -275,7 +279,7 @@ class Node:
         self._saved = self._versions = None
         self._released, self.n_outputs, self._out_meta = False, 1, ()
         self._retained, self._origin, self._materialize = {}, None, True
-        self._non_differentiable, self._relink = (), ()
+        self._non_differentiable, self._relink, self._hooks = (), (), None
 
     def name(self) -> str: return f"{self.fn.__name__}Backward"
     def __repr__(self): return f"<{self.name()}>"
@@ -351,9 +355,15 @@ class Function:
     def jvp(ctx, *tangents): return NotImplemented  # forward mode: see "Forward mode" below, and chapter 19
     linear = False   # True for an op linear in its tensor inputs: its jvp is the op itself, applied to the tangents
 
+    @staticmethod
+    def setup_context(ctx, inputs:tuple, output):
+        "PyTorch's newer style: define this, and a `forward(*inputs)` without ctx; it fills ctx from inputs and output."
+        raise NotImplementedError
+
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         cls._library = cls.__module__.startswith('mytorch.')   # the engine pins one origin for its rules' ops
+        cls._separate_ctx = cls.setup_context is not Function.setup_context   # the newer style: forward has no ctx
 
     @classmethod
     def apply(cls, *args):
@@ -366,7 +376,11 @@ class Function:
             else: record = False
         origin = _user_origin()
         _grad_mode.enabled = False
-        try: raw = cls.forward(ctx, *args)
+        try:
+            if cls._separate_ctx:
+                raw = cls.forward(*args)
+                cls.setup_context(ctx, args, raw)
+            else: raw = cls.forward(ctx, *args)
         finally: _grad_mode.enabled = was_enabled
         multi = isinstance(raw, tuple)
         raws = raw if multi else (raw,)
@@ -476,23 +490,99 @@ def _broadcast_check(a:Tensor, b:Tensor, verb:str):
         + " or ".join(map(str, options)) + " to say which axes it runs along.\n"
         f"  Or opt into NumPy's rules: mytorch.set_broadcast_policy(\"numpy\").")
 
+# %% ../nbs/10_engine.ipynb #d1f7a8f4
+_CATEGORY = {'b': 0, 'u': 1, 'i': 1, 'f': 2, 'c': 3}   # bool < integer < floating < complex
+
+def _promote(d1:np.dtype, d2:np.dtype) -> np.dtype:
+    "PyTorch's promote_types: the higher category wins; within a category, the wider type (uint8 and int8 give int16)."
+    if d1 == d2: return d1
+    c1, c2 = _CATEGORY[d1.kind], _CATEGORY[d2.kind]
+    if c1 != c2: return d1 if c1 > c2 else d2
+    return np.promote_types(d1, d2)
+
+def _number_dtype(v):
+    "The dtype a Python number counts as: bool, int64, or the default float dtype; None if `v` is not a number."
+    if isinstance(v, (bool, np.bool_)): return bool_
+    if isinstance(v, (int, np.integer)): return int64
+    if isinstance(v, (float, np.floating)): return _default.dtype
+    return None
+
+def _combine(higher, lower):
+    "The dtype of higher-priority operands, unless the lower-priority ones are of a higher category."
+    if higher is None: return lower
+    if lower is None or _CATEGORY[lower.kind] <= _CATEGORY[higher.kind]: return higher
+    return lower
+
+def _result_dtype(*operands) -> np.dtype:
+    "The dtype PyTorch computes `operands` (Tensors and numbers) in: tensors with dimensions, then 0-d tensors, then numbers."
+    dims = zero = number = None
+    for x in operands:
+        if isinstance(x, Tensor):
+            d = x._data.dtype
+            if x._data.ndim: dims = d if dims is None else _promote(dims, d)
+            else: zero = d if zero is None else _promote(zero, d)
+        else:
+            d = _number_dtype(x)
+            if d is None:
+                raise TypeError(f"type promotion takes Tensors and numbers (bool, int, float), got {type(x).__name__}.")
+            number = d if number is None else _promote(number, d)
+    return _combine(dims, _combine(zero, number))
+
+def _can_cast(from_:np.dtype, to:np.dtype) -> bool:
+    "PyTorch's can_cast: no cast to a lower category (a float into an integer tensor, a number into a bool one)."
+    return _CATEGORY[from_.kind] <= _CATEGORY[to.kind]
+
 # %% ../nbs/10_engine.ipynb #88da5aa5
+class _Cast(Function):
+    "cast(x, dtype): dx = g cast back to x's dtype"
+    @staticmethod
+    def forward(ctx, x, dtype):
+        ctx.in_dtype = x._data.dtype
+        return x._data.astype(dtype)
+    @staticmethod
+    def backward(ctx, g): return _Cast.apply(g, ctx.in_dtype), None
+    linear = True
+
+def _cast(t:Tensor, dt:np.dtype) -> Tensor:
+    "t converted to dtype dt; a float tensor in a graph (or carrying a tangent) through a differentiable cast."
+    if t.requires_grad or t._fw_grad is not None: return _Cast.apply(t, dt)
+    return Tensor(t._data.astype(dt), _origin=t._origin)
+
+def _number_array(v, dt:np.dtype) -> np.ndarray:
+    "The number v as a 0-d array of dtype dt; an integer wraps around as PyTorch's does (int8: 1000 is -24)."
+    if dt.kind in 'iu' and not isinstance(v, (bool, np.bool_)): return np.asarray(v, dtype=int64).astype(dt)
+    return np.asarray(v, dtype=dt)
+
+def _promoted(a:Tensor, b:Tensor):
+    "Two tensors of different dtypes, converted where NumPy would compute them in another dtype than PyTorch does."
+    da, db = a._data.dtype, b._data.dtype
+    if (a._data.ndim == 0) == (b._data.ndim == 0): dt = _promote(da, db)
+    elif a._data.ndim: dt = _combine(da, db)   # a 0-d tensor counts only if of a higher category
+    else: dt = _combine(db, da)
+    if dt == np.promote_types(da, db): return a, b   # NumPy converts to dt itself: no copy, no graph node
+    return (a if da == dt else _cast(a, dt)), (b if db == dt else _cast(b, dt))
+
 def _operands(a, b, verb:str, functional:bool=False):
-    "Both operands as Tensors, checked for broadcasting; None if they are not a Tensor and a Tensor or number (a TypeError for a `functional` form)."
-    if functional and not (isinstance(a, Tensor) and (isinstance(b, Tensor) or (isinstance(b, (int, float, np.number))
-                                                                               and not isinstance(b, (bool, np.bool_))))):
-        raise TypeError(f"cannot {verb} {type(a).__name__} and {type(b).__name__}: the first argument "
-                        f"must be a Tensor and the second a Tensor or a number.")
-    if not isinstance(b, Tensor):
-        if isinstance(b, (bool, np.bool_)) or not isinstance(b, (int, float, np.number)): return None
+    "Both operands as Tensors that NumPy computes in PyTorch's result dtype, checked for broadcasting; None if `b` is not a Tensor or number (a TypeError for a `functional` form)."
+    if isinstance(b, Tensor):
+        if isinstance(a, Tensor):
+            ad, bd = a._data, b._data
+            if ad.dtype is not bd.dtype and ad.dtype != bd.dtype: a, b = _promoted(a, b)
+            if ad.shape != bd.shape: _broadcast_check(a, b, verb)
+            return a, b
+    elif isinstance(a, Tensor):
         dt = a._data.dtype
-        if dt.kind in 'iub' and isinstance(b, (float, np.floating)):
-            dt = _default.dtype   # as in PyTorch: int tensor + float number -> default float dtype
-            a = Tensor(a._data.astype(dt), _origin=a._origin)   # integer tensors never require grad
-        b = Tensor(np.asarray(b, dtype=dt), _origin=a._origin)
-    elif a._data.shape != b._data.shape:
-        _broadcast_check(a, b, verb)
-    return a, b
+        if dt.kind == 'f' and isinstance(b, (float, int)):   # the common case: a float tensor keeps its dtype
+            return a, Tensor(np.asarray(b, dtype=dt), _origin=a._origin)
+        nd = _number_dtype(b)
+        if nd is not None:
+            if _CATEGORY[nd.kind] > _CATEGORY[dt.kind]:   # int tensor and float number: the default float dtype
+                dt = nd
+                a = _cast(a, dt)
+            return a, Tensor(_number_array(b, dt), _origin=a._origin)
+    if not functional: return None
+    raise TypeError(f"cannot {verb} {type(a).__name__} and {type(b).__name__}: the first argument "
+                    f"must be a Tensor and the second a Tensor or a number.")
 
 # %% ../nbs/10_engine.ipynb #c6b0584a
 class Add(Function):
@@ -509,7 +599,10 @@ class Mul(Function):
     @staticmethod
     @np.errstate(over='ignore', invalid='ignore')   # 0 * inf is nan, 1e200 * 1e200 is inf: quietly, as in PyTorch
     def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
+        # each operand is needed only for the other's gradient or tangent, so only then is it saved (as in
+        # PyTorch): `z = y * 2` then `y.add_(1)` leaves z's backward nothing stale to read
+        ctx.save_for_backward(a if b.requires_grad or b._fw_grad is not None else None,
+                              b if a.requires_grad or a._fw_grad is not None else None)
         return a._data * b._data
     @staticmethod
     def backward(ctx, g):
@@ -517,8 +610,9 @@ class Mul(Function):
         # Mul.apply, not `*`: the operands passed the broadcast check in forward already
         return (Mul.apply(g, b) if ctx.needs_input_grad[0] else None,
                 Mul.apply(g, a) if ctx.needs_input_grad[1] else None)
+    sparse_tangents = True   # forward mode passes None for an operand without a tangent (chapter 19)
     @staticmethod
-    def jvp(ctx, ta, tb):   # an integer operand has no tangent (None)
+    def jvp(ctx, ta, tb):   # an operand without a tangent (an integer one, or a constant) gets None
         a, b = ctx.saved_tensors
         if ta is None: return Mul.apply(a, tb)
         if tb is None: return Mul.apply(ta, b)
@@ -611,6 +705,22 @@ def _fit_grad(g, shape, dtype, node, i):
     if g._data.dtype != dtype and not g.requires_grad: g = Tensor(g._data.astype(dtype), _origin=g._origin)
     return g
 
+_leaf_hooks = {}   # id(leaf) -> (weak reference to the leaf, {hook id: hook}): register_hook, below
+
+def _hooks_of_leaf(leaf) -> dict:
+    "The hooks registered on `leaf` (None if none ever were)."
+    entry = _leaf_hooks.get(id(leaf))
+    return entry[1] if entry is not None and entry[0]() is leaf else None
+
+def _summed(hits:list):
+    "(leaf, gradient) pairs, each leaf's gradients added up, in the order leaves first appear."
+    if len(hits) < 2: return hits
+    out = {}
+    for leaf, g in hits:
+        k = id(leaf)
+        out[k] = (leaf, g) if k not in out else (leaf, out[k][1] + g)
+    return out.values()
+
 def _accumulate_into(buf, key, n, nr, g):
     slot = buf.get(key)
     if slot is None: slot = buf[key] = [None] * n
@@ -643,6 +753,9 @@ def run_backward(roots:tuple, # output tensors to differentiate
         for node in reversed(_topological_nodes(root_nodes)):
             slot = buf.pop(node, None)
             if slot is None: continue
+            if node._hooks is not None:   # a tensor's hooks see its summed gradient, before .grad keeps it and backward uses it
+                for nr, hooks in node._hooks.items():
+                    if slot[nr] is not None and hooks: slot[nr] = _run_hooks(hooks, slot[nr])
             for nr, t in node._retained.items():
                 if slot[nr] is not None: t.grad = slot[nr] if create_graph else slot[nr].detach()
             if capture is not None:
@@ -667,18 +780,24 @@ def run_backward(roots:tuple, # output tensors to differentiate
                     shape, dtype = target._out_meta[nr]
                     _accumulate_into(buf, target, target.n_outputs, nr, _fit_grad(g, shape, dtype, node, i))
                 else:
-                    leaf_hits.append((target, _fit_grad(g, target.shape, target.dtype, node, i)))
-                    if capture is None: _deliver(*leaf_hits.pop(), create_graph)
+                    g = _fit_grad(g, target.shape, target.dtype, node, i)
+                    if capture is None and not (_leaf_hooks and _hooks_of_leaf(target)): _deliver(target, g, create_graph)
+                    else: leaf_hits.append((target, g))   # a hooked leaf's hooks run once, on its summed gradient
             if not retain_graph: node._release()
+        if capture is None:
+            for leaf, g in _summed(leaf_hits):
+                hooks = _hooks_of_leaf(leaf) if _leaf_hooks else None
+                _deliver(leaf, _run_hooks(hooks, g) if hooks else g, create_graph)
+            return None
+        for leaf, g in leaf_hits:
+            k = wanted.get(id(leaf))
+            if k is not None: capture[k] = g if k not in capture else capture[k] + g
+        for k, t in enumerate(inputs):
+            hooks = _hooks_of_leaf(t) if _leaf_hooks and t.grad_fn is None else None
+            if hooks and k in capture: capture[k] = _run_hooks(hooks, capture[k])
+        return [capture.get(k) for k in range(len(inputs))]
     finally:
         _grad_mode.enabled, (_pin.active, _pin.origin) = prev_mode, prev_pin
-    if capture is None:
-        for leaf, g in leaf_hits: _deliver(leaf, g, create_graph)
-        return None
-    for leaf, g in leaf_hits:
-        k = wanted.get(id(leaf))
-        if k is not None: capture[k] = g if k not in capture else capture[k] + g
-    return [capture.get(k) for k in range(len(inputs))]
 
 def _deliver(leaf, g, create_graph):
     "Accumulate `g` into `leaf.grad` (a private copy the first time, so no two leaves share storage)."
@@ -710,6 +829,63 @@ def backward(self:Tensor,
                            f"(made at {self.origin}); they must match.")
     run_backward((self,), (gradient,), retain_graph=create_graph if retain_graph is None else retain_graph,
                  create_graph=create_graph)
+
+# %% ../nbs/10_engine.ipynb #3f7c93e8
+_hook_ids = iter(range(1, 1 << 62))
+
+class _HookHandle:
+    "What register_hook returns, as PyTorch's RemovableHandle: `remove()` takes the hook off (twice is harmless)."
+    __slots__ = ('id', '_hooks')
+    def __init__(self, hooks:dict): self.id, self._hooks = next(_hook_ids), hooks
+    def remove(self): self._hooks.pop(self.id, None)
+    def __enter__(self): return self
+    def __exit__(self, *exc): self.remove()
+    def __repr__(self): return f"<RemovableHandle id={self.id}>"
+
+def _forget_leaf(ref, key):
+    "The leaf behind `ref` was collected: drop its hooks (unless its id was already reused by another leaf's entry)."
+    entry = _leaf_hooks.get(key)
+    if entry is not None and entry[0] is ref: del _leaf_hooks[key]
+
+@patch
+def register_hook(self:Tensor, hook) -> _HookHandle:
+    "Call hook(grad) whenever the gradient with respect to this tensor is computed; a tensor it returns replaces grad."
+    if not self.requires_grad:
+        raise RuntimeError(f"cannot register a hook on a tensor that doesn't require gradient (shape {self.shape}, "
+                           f"made at {self.origin}). Create it with requires_grad=True, or register the hook on a "
+                           "tensor computed from one that requires grad.")
+    if not callable(hook): raise TypeError(f"register_hook takes a callable, got {type(hook).__name__}.")
+    if self.grad_fn is None:
+        hooks = _hooks_of_leaf(self)
+        if hooks is None:
+            key = id(self)
+            hooks = {}
+            _leaf_hooks[key] = (weakref.ref(self, lambda r, key=key: _forget_leaf(r, key)), hooks)
+    else:
+        node = self.grad_fn
+        if node._hooks is None: node._hooks = {}
+        hooks = node._hooks.setdefault(self._output_nr, {})
+    handle = _HookHandle(hooks)
+    hooks[handle.id] = hook
+    return handle
+
+def _run_hooks(hooks:dict, g):
+    "g passed through each hook in order of registration; a returned tensor must keep g's shape and dtype."
+    for hook in tuple(hooks.values()):
+        r = hook(g)
+        if r is None: continue
+        name = getattr(hook, '__name__', type(hook).__name__)
+        if not isinstance(r, Tensor):
+            raise TypeError(f"expected a Tensor, but hook '{name}' returned {type(r).__name__!r}: a hook returns None "
+                            "(keep the gradient) or a tensor that replaces it.")
+        if r.shape != g.shape:
+            raise RuntimeError(f"hook '{name}' has changed the size of value: the gradient has shape {g.shape}, the hook "
+                               f"returned shape {r.shape}. A hook may replace a gradient only by one of the same shape.")
+        if r.dtype != g.dtype:
+            raise RuntimeError(f"hook '{name}' has changed the type of value (was {g.dtype} got {r.dtype}); return a "
+                               f"tensor of the gradient's dtype, e.g. r.to({g.dtype}).")
+        g = r
+    return g
 
 # %% ../nbs/10_engine.ipynb #4df332e4
 def grad(outputs, # a tensor or a sequence of tensors to differentiate

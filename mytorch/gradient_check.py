@@ -60,19 +60,32 @@ def _adapt(i, x):
                     f"{type(x).__name__}. Wrap numbers as Value(x), or arrays as tensor(x, requires_grad=True).")
 
 # %% ../nbs/02_gradient_check.ipynb #b1029ec5
+def _outputs(out) -> list:
+    "The differentiable outputs of a function: a Value, a tensor, or a tuple of them (those that require grad)."
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    for o in outs:
+        if not _is_tensor(o) and not (hasattr(o, 'data') and isinstance(o.data, float)):
+            raise TypeError(f"gradcheck's function must return a Value, a tensor or a tuple of them, got "
+                            f"{type(o).__name__}{' in a tuple' if isinstance(out, (tuple, list)) else ''}.")
+    return [o for o in outs if not _is_tensor(o) or o.requires_grad]
+
 def _output_numbers(out) -> list:
-    "The numbers of a Value or tensor output, flattened."
-    if _is_tensor(out): return [float(v) for v in out.detach().numpy().reshape(-1)]
-    if hasattr(out, 'data') and isinstance(out.data, float): return [out.data]
-    raise TypeError(f"gradcheck's function must return a Value or a tensor, got {type(out).__name__}.")
+    "The numbers of the differentiable outputs, flattened one after the other."
+    return [float(v) for o in _outputs(out)
+            for v in (o.detach().numpy().reshape(-1) if _is_tensor(o) else [o.data])]
 
 def _backward_from(out, j:int):
     "Backpropagate from output number `j` alone (one row of the Jacobian)."
-    if not _is_tensor(out): return out.backward()
-    onehot = out.detach().numpy().copy()
-    onehot[...] = 0
-    onehot.flat[j] = 1
-    out.backward(out.new_tensor(onehot))
+    for o in _outputs(out):
+        size = o.detach().numpy().size if _is_tensor(o) else 1
+        if j >= size:
+            j -= size
+            continue
+        if not _is_tensor(o): return o.backward()
+        onehot = o.detach().numpy().copy()
+        onehot[...] = 0
+        onehot.flat[j] = 1
+        return o.backward(o.new_tensor(onehot))
 
 # %% ../nbs/02_gradient_check.ipynb #fa671894
 class GradcheckError(RuntimeError):
@@ -111,7 +124,7 @@ def _analytical_jacobian(f, inputs, adapters, n_out):
     return J
 
 # %% ../nbs/02_gradient_check.ipynb #298a0e57
-def gradcheck(f, # function of the inputs returning a Value or a tensor
+def gradcheck(f, # function of the inputs returning a Value, a tensor, or a tuple of them
               inputs, # a Value/tensor or a sequence of them; tensors must be float64
               eps:float=1e-6, # central-difference step h
               atol:float=1e-5, # absolute tolerance
@@ -235,13 +248,13 @@ def gradgradcheck(f, # function of the inputs returning one tensor
     import numpy as np
     from mytorch.engine import Tensor, grad
     inputs = tuple(inputs)
-    out = f(*inputs)
-    v = Tensor(np.random.default_rng(seed).standard_normal(out.shape).astype(out.dtype))
+    rng = np.random.default_rng(seed)
+    vs = [Tensor(rng.standard_normal(o.shape).astype(o.dtype)) for o in _outputs(f(*inputs))]
     wanted = [i for i, t in enumerate(inputs) if t.requires_grad]
     ok = True
     for i in wanted:
         def first_derivative(*xs, i=i):
-            g = grad(f(*xs), [xs[j] for j in wanted], grad_outputs=v, create_graph=True, allow_unused=True)
+            g = grad(_outputs(f(*xs)), [xs[j] for j in wanted], grad_outputs=vs, create_graph=True, allow_unused=True)
             return g[wanted.index(i)]
         g = first_derivative(*inputs)
         if g is not None and g.requires_grad:

@@ -16,14 +16,17 @@ from .kernels import compiled_kernel
 from .scalar import patch
 
 # %% ../nbs/15_indexing.ipynb #12b7be5a
+import operator, warnings
 _BASIC, _MASKS, _INTEGER = 0, 1, 2   # kinds of key: a view; copies without repeats; integer arrays (repeats possible)
-_PLAIN = (int, slice, type(None), type(Ellipsis))
+_PLAIN = (int, type(None), type(Ellipsis))
+_BOUND = (int, type(None))           # slice bounds NumPy takes as they are
 
-def _bad_index(pos:int, k) -> IndexError:
+def _bad_index(pos:int, k) -> Exception:
     "The error for an index of a type nobody indexes with."
+    if isinstance(k, str): return TypeError(f"a string cannot index a tensor: position {pos} of the key is {k!r}.")
     hint = " Convert it with int(...)." if isinstance(k, (float, np.floating)) else ""
-    return IndexError(f"indices must be integers, slices (`:`), None, Ellipsis (`...`), boolean masks or integer "
-                      f"tensors; position {pos} of the key is {type(k).__name__} {k!r}.{hint}")
+    return IndexError(f"indices must be integers, slices (`:`), None, Ellipsis (`...`), booleans, boolean masks or "
+                      f"integer tensors and sequences; position {pos} of the key is {type(k).__name__} {k!r}.{hint}")
 
 def _negative_step(pos:int, k:slice) -> ValueError:
     "The error for a slice that steps backwards, which PyTorch refuses: what to write instead."
@@ -33,24 +36,80 @@ def _negative_step(pos:int, k:slice) -> ValueError:
                       f"{start}:{stop}:{k.step}. To read backwards, flip the dimension first: x.flip(d) reverses "
                       f"dimension d, so x[:, ::-1] is x.flip(1) and x[::-2] is x.flip(0)[::2].")
 
+def _slice(pos:int, k:slice) -> slice:
+    "`k` with plain int bounds (0-d integer tensors and NumPy integers are accepted, as PyTorch does); step > 0."
+    if not (type(k.start) in _BOUND and type(k.stop) in _BOUND and type(k.step) in _BOUND):
+        try: k = slice(*(None if b is None else operator.index(b) for b in (k.start, k.stop, k.step)))
+        except TypeError:
+            raise TypeError(f"slice indices must be integers or None or have an __index__ method: position {pos} of "
+                            f"the key is the slice {k}.") from None
+    if k.step is not None and k.step <= 0:
+        if k.step == 0: raise ValueError(f"slice step cannot be zero: position {pos} of the key is the slice {k}.")
+        raise _negative_step(pos, k)
+    return k
+
+def _sequence_as_tuple(key) -> bool:
+    "PyTorch's (and old NumPy's) rule: a short list holding a tensor, sequence, slice, None or ... is a tuple of indices."
+    return len(key) < 32 and any(isinstance(k, (Tensor, np.ndarray, list, tuple, range, slice)) or k is None
+                                 or k is Ellipsis for k in key)
+
+def _plain_data(seq):
+    "A (nested) sequence with every Tensor in it replaced by its NumPy data, ready for np.asarray."
+    if isinstance(seq, Tensor): return seq._data
+    if isinstance(seq, (list, tuple, range)): return [_plain_data(s) for s in seq]
+    return seq
+
+def _sequence_index(pos:int, k) -> np.ndarray:
+    "A list, tuple, range or NumPy array used as one index, as an array (PyTorch's torch.tensor(k)); errors say why not."
+    if isinstance(k, np.ndarray): a = k
+    else:
+        try: a = np.asarray(_plain_data(k))
+        except ValueError as e:
+            raise ValueError(f"the sequence at position {pos} of the key is ragged: its nested lists have different "
+                             f"lengths, so it is not an array of positions ({e}).") from None
+    if a.dtype.kind == 'f' and a.size:
+        raise IndexError(f"the sequence at position {pos} of the key holds floats ({a.dtype}, shape {a.shape}), but "
+                         f"positions are whole numbers. PyTorch truncates them silently (1.7 becomes 1); MyTorch "
+                         f"refuses. Convert them first, e.g. [int(i) for i in seq] or np.asarray(seq).astype(int).")
+    return a
+
 def _index_key(key) -> tuple:
-    "(key as a tuple NumPy indexes with, its kind: _BASIC, _MASKS or _INTEGER); a clear error for an unusable index."
-    if type(key) is not tuple: key = (key,)
+    "(key as a tuple of ints, slices, None, ... and arrays, its kind: _BASIC, _MASKS or _INTEGER); a clear error for an unusable index."
+    if type(key) is not tuple:
+        if type(key) is list and _sequence_as_tuple(key):
+            warnings.warn("a list holding sequences, tensors, slices, None or ... indexes as a tuple of indices, "
+                          "x[[a, b]] meaning x[a, b] (PyTorch's and old NumPy's rule, deprecated in PyTorch): write "
+                          "x[a, b], or x[tensor([a, b])] for one index array.", UserWarning, stacklevel=3)
+            key = tuple(key)
+        else: key = (key,)
     out, kind = [], _BASIC
     for pos, k in enumerate(key):
-        if type(k) in _PLAIN:                               # type(True) is bool, not int: masks go below
-            if type(k) is slice and k.step is not None and k.step < 0: raise _negative_step(pos, k)
-            out.append(k); continue
+        t = type(k)
+        if t in _PLAIN: out.append(k); continue             # type(True) is bool, not int: bools go below
+        if t is slice: out.append(_slice(pos, k)); continue
         if isinstance(k, np.integer): out.append(int(k)); continue
-        if isinstance(k, Tensor): a = k._data
-        elif isinstance(k, (list, tuple, np.ndarray, bool, np.bool_)): a = np.asarray(k)
-        else: raise _bad_index(pos, k)
+        made = ""
+        if isinstance(k, Tensor):
+            a, made = k._data, f", made at {k.origin}"
+            dk, size = a.dtype.kind, a.dtype.itemsize   # PyTorch indexes with int64, int32, uint8 (a mask) and bool
+            if (dk == 'i' and size < 4) or (dk == 'u' and size > 1):
+                raise IndexError(f"tensors used as indices must be int64, int32, uint8 or bool (PyTorch's rule), but "
+                                 f"position {pos} of the key is a {a.dtype} tensor of shape {a.shape}{made}. Convert "
+                                 f"it first: idx.long().")
+        elif t is bool: a = np.asarray(k)
+        elif isinstance(k, (list, tuple, range, np.ndarray)): a = _sequence_index(pos, k)
+        elif isinstance(k, (np.bool_, float, complex, str, np.floating)) or not hasattr(t, '__index__'):
+            raise _bad_index(pos, k)
+        else: out.append(operator.index(k)); continue        # any other integer-like object, as Python's own sequences
+        if a.dtype.kind == 'u' and a.dtype.itemsize == 1:   # a byte index is a mask, as in PyTorch (which warns too)
+            warnings.warn(f"indexing with a uint8 index (position {pos} of the key) treats it as a boolean mask, as "
+                          f"PyTorch does (deprecated there): use a bool index, idx.bool().", UserWarning, stacklevel=3)
+            a = a.astype(bool)
         if a.ndim == 0 and a.dtype.kind in 'iu': out.append(int(a)); continue   # selects, like an int (PyTorch's rule)
         if a.dtype.kind == 'b': kind = max(kind, _MASKS)
         elif a.dtype.kind in 'iu': kind = _INTEGER
         elif a.size == 0: a, kind = a.astype(np.intp), _INTEGER   # x[[]]: an empty integer index, as in PyTorch
         else:
-            made = f", made at {k.origin}" if isinstance(k, Tensor) else ""
             raise IndexError(f"tensors used as indices must be integer or bool, but position {pos} of the key is a "
                              f"{a.dtype} {type(k).__name__} of shape {a.shape}{made}. Positions are whole numbers: "
                              f"convert it first, e.g. idx.long() or tensor(..., dtype=int64).")
@@ -59,63 +118,66 @@ def _index_key(key) -> tuple:
 
 # %% ../nbs/15_indexing.ipynb #2cad90b5
 class _Split:
-    "A key applied in two stages, basic then advanced: PyTorch's order for keys that mix integers and arrays."
+    "A key applied in two stages: a basic key (a view), then full slices and arrays on that view."
     __slots__ = ('first', 'second', 'whole')
-    def __init__(self, key:tuple):
-        first, second = [], []
-        for k in key:
-            if isinstance(k, np.ndarray):            # consumed in stage two; stage one keeps its dims whole
-                first.extend([slice(None)] * (k.ndim if k.dtype.kind == 'b' else 1))
-                second.append(k)
-            elif type(k) is int: first.append(k)     # selected in stage one: the dimension is gone
-            elif k is None: first.append(None); second.append(slice(None))
-            else: first.append(k); second.append(k if k is Ellipsis else slice(None))
-        if Ellipsis not in first: first.append(Ellipsis)   # keeps a 0-d stage one an array (a view), not a NumPy scalar
-        self.first, self.second, self.whole = tuple(first), tuple(second), key
+    def __init__(self, first:tuple, second:tuple, whole:tuple): self.first, self.second, self.whole = first, second, whole
 
 def _at(a:np.ndarray, key):
     "(array, key) such that array[key] is a[key] with PyTorch's rules: the stage-one view of a for a _Split key."
     return (a[key.first], key.second) if type(key) is _Split else (a, key)
 
-def _torch_order(key:tuple, kind:int):
-    "`key`, or a _Split of it when it mixes integers with arrays."
-    if kind != _BASIC and any(type(k) is int for k in key): return _Split(key)
-    return key
-
-# %% ../nbs/15_indexing.ipynb #4f1b803b
 def _consumed(k) -> int:
-    "How many dimensions of the indexed tensor index `k` uses up."
+    "How many dimensions of the indexed tensor index `k` uses up (a Python bool uses none: it adds one)."
     if k is None or k is Ellipsis: return 0
     return k.ndim if isinstance(k, np.ndarray) and k.dtype.kind == 'b' else 1
 
-def _advanced_key(key:tuple, shape:tuple) -> tuple:
-    "A key with arrays, its `...` written out as the full slices it stands for; an IndexError if a mask does not fit."
-    at = [i for i, k in enumerate(key) if k is Ellipsis]
-    n = len(shape) - sum(_consumed(k) for k in key)
-    if n < 0: return key             # too many indices, which NumPy refuses and the error path explains
-    if at: key = key[:at[0]] + (slice(None),) * n + key[at[0] + 1:]
-    d = 0
-    for k in key:                    # NumPy lets a mask of the wrong shape pass on an empty tensor; PyTorch does not
-        if k is None: continue
-        if isinstance(k, np.ndarray) and k.dtype.kind == 'b':
-            if k.shape != shape[d:d + k.ndim]: raise IndexError("a boolean mask does not match the tensor's shape")
-            d += k.ndim
-        else: d += 1
-    return key
+def _torch_key(key:tuple, kind:int, shape:tuple):
+    "`key` (from _index_key) as PyTorch applies it to a tensor of `shape`: a basic key, or a two-stage _Split."
+    if kind == _INTEGER and all(type(k) is np.ndarray and k.ndim and k.dtype.kind != 'b' for k in key):
+        return key                                                # integer arrays alone (E[ids], p[rows, y]): NumPy's rule
+    n_ellipses = sum(k is Ellipsis for k in key)
+    if kind == _BASIC and n_ellipses <= 1: return key             # NumPy's basic indexing is PyTorch's
+    free = len(shape) - sum(_consumed(k) for k in key)            # the dimensions `...` stands for
+    if free < 0: raise IndexError("too many indices")             # the error path says which and how many
+    first, second, d, seen = [], [], 0, 0
+    for k in key:
+        if k is Ellipsis:
+            seen += 1
+            if seen == 1: first += [slice(None)] * free; second += [slice(None)] * free; d += free
+            continue                                              # a later `...` stands for nothing more
+        if seen > 1 and free:
+            raise IndexError(f"a key may hold several `...`, but once one has stood for {free} dimension(s), any "
+                             f"index after a second `...` points past the last dimension; keep one `...`")
+        if type(k) is int: first.append(k); d += 1                # stage one selects: the dimension is gone
+        elif k is None: first.append(None); second.append(slice(None))
+        elif type(k) is slice: first.append(k); second.append(slice(None)); d += 1
+        elif k.ndim == 0:                                          # True/False: a new dimension of 1, kept or not
+            first.append(None); second.append(k.reshape(1))
+        else:
+            width = k.ndim if k.dtype.kind == 'b' else 1
+            if k.dtype.kind == 'b' and k.shape != tuple(shape[d:d + width]):   # NumPy skips this check on an empty tensor
+                raise IndexError("a boolean mask does not match the tensor's shape")
+            first += [slice(None)] * width; second.append(k); d += width
+    if kind == _BASIC: return tuple(first)
+    if all(type(k) is slice and k == slice(None) for k in first): return tuple(second)
+    return _Split(tuple(first) + (Ellipsis,), tuple(second), key)  # `...` keeps a 0-d stage one a view
 
+# %% ../nbs/15_indexing.ipynb #4f1b803b
 def _index_error(t:Tensor, key:tuple, numpy_msg:str) -> IndexError:
     "An IndexError naming the dimension, its size and the bad index of `key` on `t` (walked only after a failure)."
-    if type(key) is _Split: key = key.whole
     shape, nd = t.shape, t.ndim
     where = f"the tensor has shape {shape} and was made at {t.origin}"
     used = sum(_consumed(k) for k in key)
     if used > nd:
         return IndexError(f"too many indices for a tensor of dimension {nd}: the key indexes {used} dimensions "
                           f"({where}).")
-    d = 0
+    d, seen = 0, False
     for pos, k in enumerate(key):
         if k is None: continue
-        if k is Ellipsis: d += nd - used; continue
+        if k is Ellipsis:
+            if not seen: d, seen = d + nd - used, True
+            continue
+        if d >= nd: break
         n = shape[d]
         if isinstance(k, int) and not -n <= k < n:
             return IndexError(f"index {k} is out of bounds for dimension {d} with size {n} (position {pos} of the "
@@ -242,14 +304,18 @@ def _stale_view_error(ctx) -> RuntimeError:
 # %% ../nbs/15_indexing.ipynb #6a1030d2
 @patch
 def __getitem__(self:Tensor, key):
-    "x[key] with PyTorch's rules (NumPy's, except that integers apply before arrays); a view for a basic key."
+    "x[key] with PyTorch's rules for every key it accepts; a view for a basic key."
     k, kind = _index_key(key)
-    try:
-        nk = k if kind == _BASIC else _advanced_key(k, self._data.shape)   # PyTorch's placement of arrays around `...`
-        return Index.apply(self, _torch_order(nk, kind), kind)
+    try: return Index.apply(self, _torch_key(k, kind, self._data.shape), kind)
     except IndexError as e: raise _index_error(self, k, str(e)) from None
 
 # %% ../nbs/15_indexing.ipynb #5d1b226b
+def _drop_leading_ones(v:np.ndarray) -> np.ndarray:
+    "v without its leading dimensions of size 1, which assignment ignores (PyTorch's rule; NumPy's fails on a 0-d target)."
+    lead = 0
+    while lead < v.ndim and v.shape[lead] == 1: lead += 1
+    return v.reshape(v.shape[lead:]) if lead else v
+
 class IndexPut(Function):
     "index_put(x, v, key): x with x[key] = v; dx = index_put(g, 0, key), dv = g[key]"
     @staticmethod
@@ -258,7 +324,7 @@ class IndexPut(Function):
         out = x._data.copy()
         if isinstance(value, Tensor):
             ctx.value_ndim = value._data.ndim
-            value = value._data
+            value = _drop_leading_ones(value._data)
         a, k = _at(out, key)
         a[k] = value
         return out
@@ -293,13 +359,13 @@ def _refuse_write(self):
                            f"base's graph. Index the base directly (y[0, 1] = v rather than y[0][1] = v), or write "
                            f"into a copy.")
 
-def _setitem_error(self, key, value, e) -> Exception:
-    "The error for a failed write: a diagnosed IndexError, or a value that does not broadcast to x[key]."
+def _setitem_error(self, key:tuple, tkey, value, e) -> Exception:
+    "The error for a failed write (key from _index_key, tkey from _torch_key): a diagnosed IndexError, or a value that does not broadcast to x[key]."
     if isinstance(e, IndexError): return _index_error(self, key, str(e))
     vshape = value.shape if isinstance(value, (Tensor, np.ndarray)) else ()
     made = f", made at {value.origin}" if isinstance(value, Tensor) else ""
     try:
-        a, k = _at(self._data, key)
+        a, k = _at(self._data, tkey)
         target = f"x[key] of shape {a[k].shape}"
     except IndexError: target = "x[key]"
     if 'read-only' in str(e):
@@ -322,8 +388,9 @@ def _write_tangent(self:Tensor, key, value):
 @patch
 def __setitem__(self:Tensor, key, value):
     "x[key] = value, in place; differentiable with respect to x and value while recording."
+    if key is False: return               # writes nothing, whatever the value (PyTorch's rule)
     k, kind = _index_key(key)
-    try: k = _torch_order(k if kind == _BASIC else _advanced_key(k, self._data.shape), kind)
+    try: tk = _torch_key(k, kind, self._data.shape)
     except IndexError as e: raise _index_error(self, k, str(e)) from None
     is_tensor = isinstance(value, Tensor)
     if not is_tensor and not isinstance(value, (int, float, bool, np.number)): value = np.asarray(value)
@@ -333,15 +400,16 @@ def __setitem__(self:Tensor, key, value):
             if self.requires_grad: _refuse_write(self)
             s = Tensor(self._data.copy(), _origin=self._origin)   # a shell with self's numbers and graph identity
             s.grad_fn, s._output_nr, s.requires_grad = self.grad_fn, self._output_nr, self.requires_grad
-            r = IndexPut.apply(s, value, k, kind)
+            r = IndexPut.apply(s, value, tk, kind)
             self._data[...] = r._data
             self.grad_fn, self._output_nr, self.requires_grad = r.grad_fn, r._output_nr, True
         else:
-            a, kk = _at(self._data, k)
-            a[kk] = value._data if is_tensor else value
-    except (IndexError, ValueError) as e: raise _setitem_error(self, k, value, e) from None
+            a, kk = _at(self._data, tk)
+            v = value._data if is_tensor else value
+            a[kk] = _drop_leading_ones(v) if isinstance(v, np.ndarray) else v
+    except (IndexError, ValueError) as e: raise _setitem_error(self, k, tk, value, e) from None
     self._bump_version()
-    if _forward_ad.level: _write_tangent(self, key, value)
+    if _forward_ad.level: _write_tangent(self, k, value)
 
 # %% ../nbs/15_indexing.ipynb #6fa9a902
 def _dim(t:Tensor, dim:int, op:str) -> int:

@@ -12,7 +12,7 @@ import math
 import string
 import numpy as np
 from .engine import *
-from .engine import _format_origin
+from .engine import _format_origin, _plain_backward
 from .elementwise import _subtract
 from .scalar import patch
 
@@ -99,9 +99,12 @@ class MatMul(Function):
                 if b.ndim == 1: gb = _Reshape.apply(gb.sum_to_size(k, 1), (k,))
         return ga, gb
 
+    sparse_tangents = True   # a missing tangent (None) drops its term rather than multiplying zeros
     @staticmethod
     def jvp(ctx, ta, tb):
         a, b = ctx.saved_tensors
+        if ta is None: return MatMul.apply(a, tb)
+        if tb is None: return MatMul.apply(ta, b)
         return Add.apply(MatMul.apply(ta, b), MatMul.apply(a, tb))
 
 # %% ../nbs/16_linalg.ipynb #2a1527e5
@@ -350,7 +353,7 @@ class LogSoftmax(Function):
     def backward(ctx, g):
         y, = ctx.saved_tensors   # the output, linked to this node by the engine
         # exp(y) is softmax(x); while recording, softmax(y) gives the same numbers as a function in the graph
-        s = Softmax.apply(y, ctx.axis) if is_grad_enabled() else Tensor(np.exp(y._data))
+        s = Tensor(np.exp(y._data)) if _plain_backward() else Softmax.apply(y, ctx.axis)
         return g + s * g.sum_to_size(_kept(g.shape, ctx.axis)) * -1.0, None
 
     @staticmethod

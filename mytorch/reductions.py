@@ -6,8 +6,9 @@ Docs: https://mytorch-book.github.io/mytorch/reductions.html.md"""
 
 # %% auto #0
 __all__ = ['Sum', 'sum', 'Mean', 'mean', 'ProdOthers', 'Prod', 'prod', 'return_types', 'MaxDim', 'MinDim', 'Amax', 'Amin', 'max',
-           'min', 'amax', 'amin', 'argmax', 'argmin', 'Var', 'Std', 'var', 'std', 'LogSumExp', 'logsumexp', 'Norm2',
-           'Norm1', 'NormInf', 'norm', 'Cumsum', 'ReverseCumsum', 'cumsum']
+           'min', 'amax', 'amin', 'argmax', 'argmin', 'all', 'any', 'isclose', 'allclose', 'equal', 'sort', 'argsort',
+           'topk', 'Var', 'Std', 'var', 'std', 'LogSumExp', 'logsumexp', 'Norm2', 'Norm1', 'NormInf', 'norm', 'Cumsum',
+           'ReverseCumsum', 'cumsum']
 
 # %% ../nbs/13_reductions.ipynb #d15b30c2
 import builtins
@@ -440,6 +441,109 @@ def argmin(input:Tensor, # the tensor to search
     return _arg(input, dim, keepdim, np.argmin, 'argmin')
 
 Tensor.argmax, Tensor.argmin = argmax, argmin
+
+# %% ../nbs/13_reductions.ipynb #92aa220f
+def _truth(input:Tensor, dim, keepdim:bool, ufunc, op:str) -> Tensor:
+    "`ufunc.reduce` (logical and/or) of input != 0 over `dim`, as a bool tensor (uint8 for a uint8 input)."
+    if not isinstance(input, Tensor): raise TypeError(f"{op}(): argument 'input' must be Tensor, not {type(input).__name__}.")
+    dims = _dims(input, dim, op)
+    out = ufunc.reduce(input._data != 0, axis=dims, keepdims=keepdim) if dims else (input._data != 0)
+    return Tensor(np.asarray(out, dtype=np.uint8 if input._data.dtype == np.uint8 else np.bool_))
+
+def all(input:Tensor, dim=None, keepdim:bool=False) -> Tensor:
+    "True where every element over `dim` (all dims if None) is nonzero."
+    return _truth(input, dim, keepdim, np.logical_and, 'all')
+
+def any(input:Tensor, dim=None, keepdim:bool=False) -> Tensor:
+    "True where some element over `dim` (all dims if None) is nonzero."
+    return _truth(input, dim, keepdim, np.logical_or, 'any')
+
+def isclose(input:Tensor, other:Tensor, rtol:float=1e-05, atol:float=1e-08, equal_nan:bool=False) -> Tensor:
+    "|input - other| <= atol + rtol * |other|, elementwise, as a bool tensor (equal infinities are close)."
+    if not isinstance(input, Tensor) or not isinstance(other, Tensor):
+        raise TypeError(f"isclose(): both arguments must be tensors, got {type(input).__name__} and {type(other).__name__}.")
+    if input.dtype != other.dtype:
+        raise RuntimeError(f"isclose(): {input.dtype} did not match {other.dtype}; convert one first, e.g. "
+                           f"other.to(input.dtype).")
+    if rtol < 0 or atol < 0:
+        raise RuntimeError(f"isclose(): rtol and atol must be greater than or equal to zero, but got rtol={rtol}, atol={atol}.")
+    a, b = input._data, other._data
+    with np.errstate(invalid='ignore', over='ignore'):
+        return Tensor(np.asarray(np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)))
+
+def allclose(input:Tensor, other:Tensor, rtol:float=1e-05, atol:float=1e-08, equal_nan:bool=False) -> bool:
+    "isclose(...) everywhere, as a Python bool."
+    return bool(isclose(input, other, rtol, atol, equal_nan)._data.all())
+
+def equal(input:Tensor, other:Tensor) -> bool:
+    "Same shape and the same values (as PyTorch's, across dtypes)."
+    return input.shape == other.shape and bool(np.array_equal(input._data, other._data))
+
+Tensor.all, Tensor.any, Tensor.isclose, Tensor.allclose, Tensor.equal = all, any, isclose, allclose, equal   # the functionals are the methods
+
+# %% ../nbs/13_reductions.ipynb #b8d1c263
+return_types.sort = namedtuple('sort', ['values', 'indices'], module='mytorch.return_types')
+return_types.topk = namedtuple('topk', ['values', 'indices'], module='mytorch.return_types')
+
+class _TakeAlong(Function):
+    "take_along(x, idx, dim): dx = put_along(g, idx, dim, x.shape)"
+    linear = True
+    @staticmethod
+    def forward(ctx, x, idx, dim):
+        ctx.idx, ctx.dim, ctx.shape = idx, dim, x.shape
+        return np.take_along_axis(x._data, idx, axis=dim)
+    @staticmethod
+    def backward(ctx, g): return _PutAlong.apply(g, ctx.idx, ctx.dim, ctx.shape), None, None
+
+class _PutAlong(Function):
+    "put_along(x, idx, dim, shape): dx = take_along(g, idx, dim)"
+    linear = True
+    @staticmethod
+    def forward(ctx, x, idx, dim, shape):
+        ctx.idx, ctx.dim = idx, dim
+        out = np.zeros(shape, dtype=x._data.dtype)
+        np.put_along_axis(out, idx, x._data, axis=dim)   # the indices of a sort are distinct along dim
+        return out
+    @staticmethod
+    def backward(ctx, g): return _TakeAlong.apply(g, ctx.idx, ctx.dim), None, None, None
+
+def _order(d:np.ndarray, dim:int, descending:bool) -> np.ndarray:
+    "Stable argsort along dim; nan last ascending and first descending, as PyTorch orders them."
+    if not descending: return np.argsort(d, axis=dim, kind='stable')
+    if d.dtype.kind == 'b': return np.argsort(~d, axis=dim, kind='stable')
+    if d.dtype.kind != 'f': return np.argsort(-d.astype(np.int64), axis=dim, kind='stable')
+    nan = np.isnan(d)
+    with np.errstate(invalid='ignore'):
+        return np.lexsort((np.where(nan, 0, -d), ~nan), axis=dim) if d.ndim else np.zeros((), np.intp)
+
+def _sorted(input:Tensor, dim, descending:bool, k, op:str):
+    "(values, indices) of the first k (all if None) of input sorted along dim."
+    if not isinstance(input, Tensor): raise TypeError(f"{op}(): argument 'input' must be Tensor, not {type(input).__name__}.")
+    axis = _axis(input, dim, op) if input.ndim else 0
+    x = input.reshape(1) if not input.ndim else input
+    idx = _order(x._data, axis, descending)
+    if k is not None:
+        if not 0 <= k <= x.shape[axis]:
+            raise RuntimeError(f"{op}(): selected index k={k} out of range: dim {dim} has {x.shape[axis]} elements "
+                               f"({_describe(input)}).")
+        idx = np.take(idx, np.arange(k), axis=axis)
+    values = _TakeAlong.apply(x, idx, axis)
+    if not input.ndim: values, idx = values.reshape(()), idx.reshape(())
+    return values, Tensor(idx.astype(np.int64))
+
+def sort(input:Tensor, dim:int=-1, descending:bool=False, stable:bool=False):
+    "(values, indices): input sorted along dim (stable: equal elements keep their order)."
+    return return_types.sort(*_sorted(input, dim, descending, None, 'sort'))
+
+def argsort(input:Tensor, dim:int=-1, descending:bool=False, stable:bool=False) -> Tensor:
+    "The indices that sort input along dim."
+    return _sorted(input, dim, descending, None, 'argsort')[1]
+
+def topk(input:Tensor, k:int, dim:int=-1, largest:bool=True, sorted:bool=True):
+    "(values, indices) of the k largest (smallest, if not largest) elements along dim, in order."
+    return return_types.topk(*_sorted(input, dim, largest, k, 'topk'))
+
+Tensor.sort, Tensor.argsort, Tensor.topk = sort, argsort, topk   # the functionals are the methods
 
 # %% ../nbs/13_reductions.ipynb #08b79ae7
 class _Reciprocal(Function):

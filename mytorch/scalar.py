@@ -150,7 +150,7 @@ def __pow__(self:Value, other):
                               "Use a plain number as the exponent if it is not being learned.")
         _check_pow(a, b)
         out = a ** b
-        d_base = b * a ** (b - 1) if a != 0 else (0.0 if b > 1 else (1.0 if b == 1 else math.inf))
+        d_base = b * a ** (b - 1) if a != 0 else (0.0 if b > 1 or b == 0 else (1.0 if b == 1 else math.inf))
         d_exp = out * math.log(a) if a > 0 else 0.0
         return Value(out, (self, other), (d_base, d_exp), '**')
     if isinstance(other, bool) or not isinstance(other, numbers.Real): return NotImplemented

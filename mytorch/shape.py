@@ -243,6 +243,28 @@ def broadcast_to(input:Tensor, size) -> Tensor:
 
 Tensor.broadcast_to = broadcast_to   # the functional is the method
 
+# %% ../nbs/14_shape.ipynb #8292afbb
+def _shape_of(other, op:str) -> tuple:
+    "other's shape, for the `..._as` methods; a TypeError if other is not a tensor."
+    if not isinstance(other, Tensor):
+        raise TypeError(f"{op}(): argument 'other' (position 1) must be Tensor, not {type(other).__name__}.")
+    return other.shape
+
+@patch
+def expand_as(self:Tensor, other:Tensor) -> Tensor:
+    "This tensor expanded to `other`'s shape (no copy)."
+    return broadcast_to(self, _shape_of(other, 'expand_as'))
+
+@patch
+def view_as(self:Tensor, other:Tensor) -> Tensor:
+    "This tensor viewed with `other`'s shape (no copy; the sizes must agree)."
+    return self.view(_shape_of(other, 'view_as'))
+
+@patch
+def reshape_as(self:Tensor, other:Tensor) -> Tensor:
+    "This tensor reshaped to `other`'s shape (a view when it can be one)."
+    return self.reshape(_shape_of(other, 'reshape_as'))
+
 # %% ../nbs/14_shape.ipynb #9f530700
 class Pad(Function):
     "pad(x, widths, value): dx = pad(g, -widths, 0)"

@@ -112,6 +112,9 @@ CASES = {
     'Norm2': (lambda x: T.norm(x, dim=1), dict(x=x34), dict(_reducing((1,), x34), norm2=lambda a: np.sqrt((a * a).sum(1)))),
     'Std': (lambda x: T.std(x, 1), dict(x=x34), dict(_reducing((1,), x34), c=1, std=lambda a: np.std(a, axis=1, ddof=1))),
     'MatMul': (lambda a, b: a @ b, dict(a=normal(3, 4), b=normal(4, 2)), {}),
+    'Remainder': (T.remainder, dict(x=x34, y=b34), dict(floor_divide=np.floor_divide)),
+    'Fmod': (T.fmod, dict(x=x34, y=b34), dict(trunc=np.trunc)),
+    'Copy': (lambda x, src: (x * 1.0).copy_(src), dict(x=x34, src=a34), {}),
     # cases for prose rules that parse, so that their not evaluating is shown, not assumed
     'Repeat': (lambda x: x.repeat(2, 1), dict(x=x34), dict(reps=(2, 1))),
     'Var': (lambda x: T.var(x, 1), dict(x=x34), dict(_reducing((1,), x34), c=1)),   # a formula since 'expand(g) * 2 * (...)'
@@ -120,6 +123,7 @@ CASES = {
 
 # Rules whose docstring is prose, not a formula NumPy can evaluate, and why (the fix is in the report).
 PROSE_ONLY = {
+    'FloorDivide': "not differentiable: its backward raises, as in PyTorch",
     'Fill': "dv is 'g (summed to v's shape)': words; sum_to(g, v.shape) would say it",
     'ToCopy': "g.to(x.dtype) is a Tensor method; NumPy arrays have no .to",
     'MaxDim': "'g at the returned index along dim, 0 elsewhere': words",

@@ -62,9 +62,10 @@ def _push_tangents(cls, ctx, args, outs):
     "Give the outputs of op `cls` their tangents, from its jvp rule (called by apply when a dual level is open)."
     tans = [a._fw_grad if isinstance(a, Tensor) else None for a in args]
     if all(t is None for t in tans): return
-    tans = [None if not isinstance(a, Tensor) else
-            t if t is not None else (Tensor(np.zeros(a.shape, a.dtype), _origin=a._origin) if a.dtype.kind == 'f' else None)
-            for a, t in zip(args, tans)]
+    if not getattr(cls, 'sparse_tangents', False):   # the rule wants zeros for a float input without a tangent
+        tans = [None if not isinstance(a, Tensor) else
+                t if t is not None else (Tensor(np.zeros(a.shape, a.dtype), _origin=a._origin) if a.dtype.kind == 'f' else None)
+                for a, t in zip(args, tans)]
     # The rule computes with the primals, not with their tangents: forward mode here is first order
     # (tangents of tangents are not propagated), so propagation is paused while the rule runs.
     level, _forward_ad.level = _forward_ad.level, 0

@@ -133,19 +133,42 @@ def vhp(func, # function of the inputs returning a one-element tensor
     vs = _check_v(v, xs, 'v')
     with enable_grad():
         xs = _leaves(xs)
-        out = func(*xs)
-        if not isinstance(out, Tensor) or out.numel() != 1:
-            raise RuntimeError(f"vhp/hvp need func to return a single one-element tensor, got "
-                               f"{'shape ' + str(out.shape) if isinstance(out, Tensor) else type(out).__name__}.")
-        g = _grads((out,), xs, (mytorch.ones_like(out),), True, strict, 'hvp')
+        out = _scalar(func(*xs))
+        g = _grads((out,), xs, (mytorch.ones_like(out),), True, strict, 'vhp')
         live = [(gi, vi) for gi, vi in zip(g, vs) if gi.requires_grad]
         if not live: res = tuple(mytorch.zeros_like(x) for x in xs)
-        else: res = _grads([gi for gi, _ in live], xs, [vi for _, vi in live], create_graph, strict, 'hvp')
+        else: res = _grads([gi for gi, _ in live], xs, [vi for _, vi in live], create_graph, strict, 'vhp')
     return (out if create_graph else out.detach()), _one_or_tuple(res, single)
 
-def hvp(func, inputs, v, create_graph:bool=False, strict:bool=False):
-    "(func(inputs), H v): the Hessian-vector product of a scalar function (H is symmetric, so = vhp)."
-    return vhp(func, inputs, v, create_graph=create_graph, strict=strict)
+def _scalar(out):
+    "`out`, if it is a one-element tensor; else the error hvp and vhp give."
+    if not isinstance(out, Tensor) or out.numel() != 1:
+        raise RuntimeError(f"vhp/hvp need func to return a single one-element tensor, got "
+                           f"{'shape ' + str(out.shape) if isinstance(out, Tensor) else type(out).__name__}.")
+    return out
+
+def hvp(func, # function of the inputs returning a one-element tensor
+        inputs, # a tensor or a tuple of tensors
+        v, # vector(s) shaped like the inputs
+        create_graph:bool=False, strict:bool=False):
+    "(func(inputs), H v) of a scalar function, forward over reverse: the gradient's tangent when the inputs carry v."
+    xs, single = _as_tuple(inputs, 'inputs')
+    vs = _check_v(v, xs, 'v')
+    with enable_grad(), dual_level():
+        xs = _leaves(xs)
+        duals = tuple(make_dual(x, u) if x.dtype.kind == 'f' else x for x, u in zip(xs, vs))
+        out = _scalar(func(*duals))
+        if not out.requires_grad:
+            if strict: raise RuntimeError("hvp: the output does not depend on the inputs (strict=True).")
+            g = (None,) * len(xs)
+        else: g = grad(out, xs, mytorch.ones_like(out), create_graph=create_graph, allow_unused=True)
+        if strict and any(gi is None for gi in g):
+            raise RuntimeError(f"hvp: output does not depend on input {[gi is None for gi in g].index(True)} (strict=True).")
+        tangents = [None if gi is None else unpack_dual(gi).tangent for gi in g]
+        res = tuple(mytorch.zeros_like(x) if t is None else t for t, x in zip(tangents, xs))
+        out = unpack_dual(out).primal
+    if not create_graph: res = tuple(r.detach() for r in res)
+    return (out if create_graph else out.detach()), _one_or_tuple(res, single)
 
 # %% ../../nbs/18_functional.ipynb #903e6d2d
 def jacobian(func, # function of the inputs returning a tensor or a tuple of tensors

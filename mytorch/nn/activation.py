@@ -37,10 +37,11 @@ class _Pointwise(Function):
     def jvp(ctx, t, *constants): return Mul.apply(t, _slope(ctx))
 
 def _slope(ctx) -> Tensor:
-    "f'(x) for the saved input x: in Tensor ops when the pass is recorded, else a constant array."
+    "f'(x) for the saved input x: in Tensor ops when the pass is recorded or x carries a tangent, else a constant array."
     x = ctx.saved_tensors[0]
     fn = ctx.fn
-    if fn.slope_graph is not None and _grad_mode.enabled and x.requires_grad: return fn.slope_graph(ctx, x)
+    if fn.slope_graph is not None and ((_grad_mode.enabled and x.requires_grad) or x._fw_grad is not None):
+        return fn.slope_graph(ctx, x)
     return Tensor(np.asarray(fn.slope_array(ctx, x._data), dtype=x._data.dtype), _origin=x._origin)
 
 # %% ../../nbs/23_activation.ipynb #c76df91d

@@ -16,7 +16,7 @@ __all__ = ['mse_loss', 'l1_loss', 'smooth_l1_loss', 'huber_loss', 'BinaryCrossEn
 import math
 import warnings
 import numpy as np
-from ..engine import Tensor, Function, is_grad_enabled, get_broadcast_policy
+from ..engine import Tensor, Function, is_grad_enabled, get_broadcast_policy, _plain_backward
 from ..elementwise import where, sigmoid, log, minimum
 from ..elementwise import _math, _positions, _domain_error
 from ..reductions import norm
@@ -446,7 +446,7 @@ class CrossEntropy(Function):
     def backward(ctx, g):
         x, q = ctx.saved_tensors
         axis, need = ctx.axis, ctx.needs_input_grad
-        if not is_grad_enabled():   # the usual backward: NumPy on the saved log-probabilities
+        if _plain_backward():   # the usual backward: NumPy on the saved log-probabilities
             d, Q, logp = ctx.denom, q._data, ctx.logp
             if d is None: G = np.expand_dims(g._data, axis)
             elif d == d: G = g._data / d

@@ -13,7 +13,7 @@ import numbers
 import operator
 from collections import namedtuple
 import numpy as np
-from ..engine import Tensor, Function, is_grad_enabled, tensor
+from ..engine import Tensor, Function, is_grad_enabled, tensor, _plain_backward
 from ..creation import empty, zeros, ones, _check_device
 from ..shape import Reshape
 from ..reductions import Mean
@@ -203,7 +203,7 @@ class Normalization(Function):
 
     @staticmethod
     def backward(ctx, g):
-        if not is_grad_enabled(): return Normalization.plain_backward(ctx, g)
+        if _plain_backward(): return Normalization.plain_backward(ctx, g)
         # create_graph: Tensor ops, recorded, and xhat and inv_std recomputed from x by recorded ops,
         # because the second derivative must see how they depend on x
         x, w = ctx.saved_tensors

@@ -125,19 +125,21 @@ def load_state_dict(self:LRScheduler, state_dict:dict):
 
 def _group_lrs(opt:Optimizer) -> list: return [group['lr'] for group in opt.param_groups]
 
-def _positive_int(name:str, value, cls:str):
-    "Refuse a count that is not a positive integer, with the reason."
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
-        raise ValueError(f"{cls}: {name} must be a positive integer, got {value!r}.")
+def _positive_number(name:str, value, cls:str):
+    "Refuse a length in epochs that is not a positive number (an int or a float, as PyTorch accepts), with the reason."
+    if not isinstance(value, numbers.Real):
+        raise TypeError(f"{cls}: {name} must be a positive number of epochs, got {type(value).__name__} {value!r}.")
+    if not value > 0:
+        raise ValueError(f"{cls}: {name} must be a positive number of epochs, got {value!r}.")
 
 # %% ../../nbs/31_lr_scheduler.ipynb #5b52e1cf
 class StepLR(LRScheduler):
     "Multiply the learning rate by gamma every step_size epochs."
     def __init__(self, optimizer:Optimizer, # the optimizer whose learning rates to set
-                 step_size:int, # epochs between decays
+                 step_size:int|float, # epochs between decays (a float such as 1.0 works as in PyTorch)
                  gamma:float=0.1, # the factor of each decay
                  last_epoch:int=-1): # the last epoch taken; other than -1 only when resuming
-        _positive_int('step_size', step_size, 'StepLR')
+        _positive_number('step_size', step_size, 'StepLR')
         self.step_size, self.gamma = step_size, gamma
         super().__init__(optimizer, last_epoch)
 
@@ -156,9 +158,10 @@ class MultiStepLR(LRScheduler):
                  gamma:float=0.1, # the factor of each decay
                  last_epoch:int=-1): # the last epoch taken; other than -1 only when resuming
         self.milestones, self.gamma = Counter(milestones), gamma
-        for m in self.milestones:
-            if isinstance(m, bool) or not isinstance(m, numbers.Integral):
-                raise ValueError(f"MultiStepLR: milestones must be integer epochs, got {m!r}.")
+        for m in self.milestones:   # 5.0 is epoch 5, as in PyTorch; 5.5 is no epoch and would never be reached
+            if not isinstance(m, numbers.Real) or not float(m).is_integer():
+                raise ValueError(f"MultiStepLR: milestones must be whole epochs (an int, or a float such as 5.0), "
+                                 f"got {m!r}: the epoch counter takes only whole values, so it would never be reached.")
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
@@ -190,10 +193,10 @@ class ExponentialLR(LRScheduler):
 class CosineAnnealingLR(LRScheduler):
     "Follow a cosine from the base learning rate down to eta_min over T_max epochs (and back up after)."
     def __init__(self, optimizer:Optimizer, # the optimizer whose learning rates to set
-                 T_max:int, # epochs from the base rate to eta_min (half the period)
+                 T_max:int|float, # epochs from the base rate to eta_min (half the period)
                  eta_min:float=0.0, # the lowest learning rate
                  last_epoch:int=-1): # the last epoch taken; other than -1 only when resuming
-        _positive_int('T_max', T_max, 'CosineAnnealingLR')
+        _positive_number('T_max', T_max, 'CosineAnnealingLR')
         self.T_max, self.eta_min = T_max, eta_min
         super().__init__(optimizer, last_epoch)
 
@@ -219,14 +222,14 @@ class LinearLR(LRScheduler):
     def __init__(self, optimizer:Optimizer, # the optimizer whose learning rates to set
                  start_factor:float=1.0 / 3, # the factor at epoch 0, in (0, 1]
                  end_factor:float=1.0, # the factor from epoch total_iters on, in [0, 1]
-                 total_iters:int=5, # epochs to go from one to the other
+                 total_iters:int|float=5, # epochs to go from one to the other
                  last_epoch:int=-1): # the last epoch taken; other than -1 only when resuming
         if start_factor > 1.0 or start_factor <= 0:
             raise ValueError(f"Starting multiplicative factor expected to be greater than 0 and less or equal to 1, "
                              f"got start_factor={start_factor}.")
         if end_factor > 1.0 or end_factor < 0:
             raise ValueError(f"Ending multiplicative factor expected to be between 0 and 1, got end_factor={end_factor}.")
-        _positive_int('total_iters', total_iters, 'LinearLR')
+        _positive_number('total_iters', total_iters, 'LinearLR')
         self.start_factor, self.end_factor, self.total_iters = start_factor, end_factor, total_iters
         super().__init__(optimizer, last_epoch)
 
