@@ -906,43 +906,39 @@ class FloorDivide(Function):
                            f"{_format_origin(ctx._origin)}. Use x.detach() // y where no gradient should flow "
                            "through it.")
 
-class Remainder(Function):
+class _Modulus(Function):
+    "x - q * y with a quotient q that is constant between its jumps: dx = g, dy = -g * q (the rules of remainder and fmod)."
+    @staticmethod
+    def quotient(a:np.ndarray, b:np.ndarray) -> np.ndarray: raise NotImplementedError
+    @classmethod
+    def backward(cls, ctx, g):
+        a, b = ctx.saved_tensors
+        gb = Neg.apply(Mul.apply(g, Tensor(cls.quotient(a._data, b._data)))) if ctx.needs_input_grad[1] else None
+        return g if ctx.needs_input_grad[0] else None, gb
+    @classmethod
+    def jvp(cls, ctx, ta, tb):
+        a, b = ctx.saved_tensors
+        if tb is None: return ta
+        tz = Mul.apply(tb, Tensor(cls.quotient(a._data, b._data)))
+        return Neg.apply(tz) if ta is None else Sub.apply(ta, tz)
+
+class Remainder(_Modulus):
     "remainder(x, y): dx = g, dy = -g * floor_divide(x, y)"
+    quotient = staticmethod(_floor_quotient)
     @staticmethod
     def forward(ctx, a, b):
         _check_divisor('remainder', a, b)
         ctx.save_for_backward(a, b)
         return _remainder(a._data, b._data)
-    @staticmethod
-    def backward(ctx, g):
-        a, b = ctx.saved_tensors
-        gb = Neg.apply(Mul.apply(g, Tensor(_floor_quotient(a._data, b._data)))) if ctx.needs_input_grad[1] else None
-        return g if ctx.needs_input_grad[0] else None, gb
-    @staticmethod
-    def jvp(ctx, ta, tb):
-        a, b = ctx.saved_tensors
-        if tb is None: return ta
-        tz = Mul.apply(tb, Tensor(_floor_quotient(a._data, b._data)))
-        return Neg.apply(tz) if ta is None else Sub.apply(ta, tz)
 
-class Fmod(Function):
+class Fmod(_Modulus):
     "fmod(x, y): dx = g, dy = -g * trunc(x / y)"
+    quotient = staticmethod(_trunc_quotient)
     @staticmethod
     def forward(ctx, a, b):
         _check_divisor('fmod', a, b)
         ctx.save_for_backward(a, b)
         with np.errstate(invalid='ignore'): return np.fmod(a._data, b._data)   # fmod(x, 0.) is nan under 'nan'
-    @staticmethod
-    def backward(ctx, g):
-        a, b = ctx.saved_tensors
-        gb = Neg.apply(Mul.apply(g, Tensor(_trunc_quotient(a._data, b._data)))) if ctx.needs_input_grad[1] else None
-        return g if ctx.needs_input_grad[0] else None, gb
-    @staticmethod
-    def jvp(ctx, ta, tb):
-        a, b = ctx.saved_tensors
-        if tb is None: return ta
-        tz = Mul.apply(tb, Tensor(_trunc_quotient(a._data, b._data)))
-        return Neg.apply(tz) if ta is None else Sub.apply(ta, tz)
 
 # %% ../nbs/12_elementwise.ipynb #c22a3912
 def _number_first(fn, input, other, verb:str) -> Tensor:
