@@ -107,7 +107,6 @@ def main():
         print(f"{label:<34}{n:>10,}{best['mytorch']:>12.3f}{t_t:>10.3f}{best['numpy']:>10.3f}"
               f"{best['mytorch'] / t_t:>9.2f}x{best['mytorch'] / best['numpy']:>9.2f}x")
     print("\nvs torch / vs numpy: mytorch's time divided by theirs (below 1.0 is faster).")
-    print("Targets (issue 4): the small step <= 0.5x torch; the large one <= 1.05x the NumPy baseline.")
 
 
 if __name__ == "__main__":
