@@ -1070,6 +1070,14 @@ def norm_grad_scale(arrays, eps):
     return max(w, 1.0) * max(float(np.abs(x).max(initial=0.0)), 1.0) / math.sqrt(eps)
 
 
+def norm_out_scale(arrays, eps, var):
+    """The size of a normalization's output terms, for its rounding: x - mean is off by a few units of |x| and is then
+    multiplied by |weight| / sqrt(var + eps), so the smallest variance `var` among the normalized groups sets it."""
+    x, *wb = arrays
+    w = float(np.abs(wb[0]).max(initial=1.0)) if wb else 1.0
+    return max(w, 1.0) * max(float(np.abs(x).max(initial=0.0)), 1.0) / math.sqrt(float(np.min(var)) + eps)
+
+
 @fuzz(700)
 @given(data=st.data(), seed=seeds)
 def test_batch_norm(data, seed):
@@ -1093,7 +1101,9 @@ def test_batch_norm(data, seed):
         both_raise(f(MF, tensor), f(TF, torch.tensor), arrays)
         return
     n = x.size // C
-    differential(f(MF, tensor), f(TF, torch.tensor), arrays, seed, n=n, grad_scale=norm_grad_scale(arrays, eps))
+    var = x.var(axis=tuple(i for i in range(x.ndim) if i != 1)) if training or not tracked else rv0
+    differential(f(MF, tensor), f(TF, torch.tensor), arrays, seed, n=n, scale=norm_out_scale(arrays, eps, var),
+                 grad_scale=norm_grad_scale(arrays, eps))
     if tracked:
         for mine, theirs, what in zip(buffers[MF], buffers[TF], ('running_mean', 'running_var')):
             assert_close(mine, theirs, what, n=n, scale=float(np.abs(x).max()) ** 2)
@@ -1110,7 +1120,9 @@ def test_layer_norm(data, seed):
     affine, eps = data.draw(st.sampled_from(['none', 'weight', 'both'])), data.draw(st.sampled_from([1e-5, 1e-3]))
     arrays = [x] + [rng.standard_normal(shape) for _ in range({'none': 0, 'weight': 1, 'both': 2}[affine])]
     f = lambda F: (lambda x, *wb: F.layer_norm(x, shape, *wb, eps=eps))
-    differential(f(MF), f(TF), arrays, seed, n=math.prod(shape), grad_scale=norm_grad_scale(arrays, eps))
+    var = x.var(axis=tuple(range(x.ndim - k, x.ndim)))
+    differential(f(MF), f(TF), arrays, seed, n=math.prod(shape), scale=norm_out_scale(arrays, eps, var),
+                 grad_scale=norm_grad_scale(arrays, eps))
 
 
 @fuzz(600)
@@ -1130,7 +1142,9 @@ def test_group_norm(data, seed):
     if torch_raises(f(TF), arrays):
         both_raise(f(MF), f(TF), arrays)
         return
-    differential(f(MF), f(TF), arrays, seed, n=x.size // x.shape[0] // groups, grad_scale=norm_grad_scale(arrays, eps))
+    var = x.reshape(x.shape[0], groups, -1).var(axis=2)
+    differential(f(MF), f(TF), arrays, seed, n=x.size // x.shape[0] // groups, scale=norm_out_scale(arrays, eps, var),
+                 grad_scale=norm_grad_scale(arrays, eps))
 
 
 # ---------------------------------------------------------------- the budget
