@@ -21,6 +21,7 @@ from .engine import *
 from .scalar import patch
 from .engine import _user_origin, _grad_mode, _default, _edge, _forward_ad
 from .engine import _promote, _result_dtype, _can_cast
+from .engine import _refresh_view, _write_through_view   # writing through a view
 
 # %% ../nbs/11_creation.ipynb #fbedc318
 def _size(size:tuple, fn:str) -> tuple:
@@ -652,27 +653,34 @@ def _check_overwrite(self, op:str):
             raise RuntimeError(f"a leaf Variable that requires grad is being used in an in-place operation: {op} on a "
                                f"tensor of shape {self.shape} made at {self.origin}. To initialise a parameter, write "
                                "into it under `with mytorch.no_grad():` (as nn.init does); otherwise make a new tensor.")
-        if not self._data.flags.owndata:
-            raise RuntimeError(f"{op} on a tensor that is part of a graph and does not own its memory (a view, shape "
-                               f"{self.shape}, made at {self.origin}) is not supported: MyTorch does not rewrite the "
-                               "history of the tensor it views. Apply it to a .clone(), or under no_grad().")
     if not self._data.flags.writeable:
         raise RuntimeError(f"{op}: this tensor (shape {self.shape}, made at {self.origin}) is a broadcast view whose "
                            "elements share memory, so it cannot be written in place. Make it a real tensor first "
                            "with .clone() or .contiguous().")
 
-def _record_overwrite(self, value=None):
+def _record_overwrite(self, value=None, old=None):
     "After an in-place overwrite under grad mode: make `self` the output of a Fill node (old self, value) -> self."
-    e_self, e_value = _edge(self), (_edge(value) if isinstance(value, Tensor) else None)
+    e_self, e_value = _edge(self if old is None else old), (_edge(value) if isinstance(value, Tensor) else None)
     if (e_self is None and e_value is None) or self._data.dtype.kind != 'f': return
     node = Node(Fill)
     node.edges, node.needs_input_grad = (e_self, e_value), (e_self is not None, e_value is not None)
     node._origin, node._out_meta = _user_origin(), ((self._data.shape, self._data.dtype),)
     self.grad_fn, self._output_nr, self.requires_grad = node, 0, True
 
+def _overwritten(old:Tensor, values, value=None) -> Tensor:
+    "A new tensor of `old`'s shape and dtype holding `values`, recorded as the overwrite of `old` (a view's new numbers)."
+    r = Tensor(np.array(np.broadcast_to(values, old.shape), dtype=old.dtype), _origin=old._origin)
+    _record_overwrite(r, value, old)
+    if _forward_ad.level: _forward_ad.push(Fill, None, (old, value), (r,))
+    return r
+
 def _overwrite(self, values, op:str, value=None) -> Tensor:
     "Write `values` into every element of `self`, bump its version and record the overwrite: the body of the four ops."
     _check_overwrite(self, op)
+    if self._view is not None and _grad_mode.enabled:
+        if self._view_version != self._counter.value: _refresh_view(self)
+        if self.requires_grad or self._view[0].requires_grad or (isinstance(value, Tensor) and value.requires_grad):
+            return _write_through_view(self, lambda old: _overwritten(old, values, value), op)
     self._data[...] = values
     self._bump_version()
     if _grad_mode.enabled: _record_overwrite(self, value)

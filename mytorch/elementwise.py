@@ -18,6 +18,7 @@ import numpy as np
 from .engine import *
 from .engine import _operands, _binary, _broadcast_check, _grad_mode, _default, _format_origin
 from .engine import _forward_ad, _register_dual, _plain_backward
+from .engine import _refresh_view, _write_through_view   # writing through a view
 from .scalar import DomainError, patch
 from .engine import _number_dtype, _result_dtype, _can_cast, _number_array   # type promotion
 
@@ -999,12 +1000,15 @@ def _inplace(fn, name:str):
             raise RuntimeError(f"{name}: unsupported operation: more than one element of the written-to tensor refers "
                                f"to a single memory location (a broadcast view, made at {self.origin}). Please clone() "
                                "the tensor before performing the operation.")
+        view = self._view
+        if view is not None and _grad_mode.enabled and self._view_version != self._counter.value: _refresh_view(self)
         other_needs_grad = any(isinstance(a, Tensor) and a.requires_grad for a in args)
-        if not _grad_mode.enabled or not (self.requires_grad or other_needs_grad):
+        if not _grad_mode.enabled or not (self.requires_grad or other_needs_grad or (view is not None and view[0].requires_grad)):
             r = fn(self, *args, **kwargs)
             _write_result(self, r, name)
             if _forward_ad.level: _inplace_tangent(self, r)
             return self
+        if view is not None: return _write_through_view(self, lambda v: fn(v, *args, **kwargs), name)
         if self.requires_grad and self.grad_fn is None:
             raise RuntimeError(f"a leaf Variable that requires grad is being used in an in-place operation ({name} on "
                                f"the tensor of shape {self.shape} made at {self.origin}). Update parameters inside "

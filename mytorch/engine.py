@@ -7,7 +7,7 @@ Docs: https://mytorch-book.github.io/mytorch/engine.html.md"""
 # %% auto #0
 __all__ = ['float16', 'float32', 'float64', 'int8', 'int16', 'int32', 'int64', 'uint8', 'bool_', 'dtype_aliases',
            'is_grad_enabled', 'set_grad_enabled', 'no_grad', 'enable_grad', 'get_default_dtype', 'set_default_dtype',
-           'Tensor', 'tensor', 'Node', 'Function', 'view_of', 'Expand', 'SumTo', 'BroadcastError',
+           'Tensor', 'tensor', 'Node', 'Function', 'view_of', 'ViewScatter', 'Expand', 'SumTo', 'BroadcastError',
            'set_broadcast_policy', 'get_broadcast_policy', 'Add', 'Mul', 'Elementwise', 'run_backward', 'grad']
 
 # %% ../nbs/10_engine.ipynb #36aa0f5c
@@ -126,7 +126,7 @@ def set_default_dtype(d):
 # %% ../nbs/10_engine.ipynb #26559986
 class Tensor:
     "An n-dimensional array that can record the operations made on it, for backward."
-    __slots__ = ('_data', 'requires_grad', 'grad', 'grad_fn', '_output_nr', '_version', '_origin',
+    __slots__ = ('_data', 'requires_grad', 'grad', 'grad_fn', '_output_nr', '_counter', '_view', '_view_version', '_origin',
                  '_retains_grad', '_fw_grad', '__weakref__')
     __array_priority__ = 1000  # so that ndarray + Tensor defers to Tensor.__radd__
 
@@ -134,7 +134,7 @@ class Tensor:
         self._data = data
         self.grad = self.grad_fn = None
         self._output_nr, self._retains_grad, self._fw_grad = 0, False, None
-        self._version = _Version()
+        self._counter, self._view = _Version(), None
         self._origin = _origin if _origin is not None else _user_origin()
         self.requires_grad = False
         if requires_grad: self.requires_grad_(True)
@@ -151,9 +151,14 @@ class Tensor:
         self.requires_grad = bool(requires_grad)
         return self
 
+    @property
+    def _version(self) -> int:
+        "How many in-place writes this tensor's storage has seen (PyTorch's `t._version`); views share the count."
+        return self._counter.value
+
     def _bump_version(self):
         "Mark an in-place write to this tensor's storage: saved tensors compare versions at backward time."
-        self._version.value += 1
+        self._counter.value += 1
 
     # --- what a tensor is ---
     @property
@@ -203,7 +208,7 @@ class Tensor:
     def detach(self) -> 'Tensor':
         "A tensor sharing this one's storage (and version counter) with no history."
         out = Tensor(self._data, _origin=self._origin)
-        out._version = self._version
+        out._counter = self._counter
         return out
 
     @property
@@ -292,7 +297,7 @@ class Node:
     def save_for_backward(self, *tensors):
         "Keep `tensors` for backward; an in-place change to one of them before backward is an error."
         self._saved = tensors
-        self._versions = tuple(None if t is None else t._version.value for t in tensors)
+        self._versions = tuple(None if t is None else t._counter.value for t in tensors)
 
     @property
     def saved_tensors(self) -> tuple:
@@ -305,11 +310,11 @@ class Node:
         if self._saved is None: return ()
         saved = self._saved if not (self._relink and _grad_mode.enabled) else self._relinked()
         for i, (t, v) in enumerate(zip(saved, self._versions)):
-            if t is not None and t._version.value != v:
+            if t is not None and t._counter.value != v:
                 raise RuntimeError(
                     f"one of the tensors needed for gradient computation has been modified by an in-place operation: "
                     f"saved tensor {i} of {self.name()} (shape {t.shape}, {t.dtype}, made at {t.origin}) is at "
-                    f"version {t._version.value}, expected version {v}. The op that used it was at "
+                    f"version {t._counter.value}, expected version {v}. The op that used it was at "
                     f"{_format_origin(self._origin)}. Make a copy with .clone() before modifying it in place, or "
                     f"use the out-of-place op.")
         return saved
@@ -320,7 +325,7 @@ class Node:
         for k, nr in self._relink:
             t = saved[k]
             out = saved[k] = Tensor(t._data, _origin=t._origin)
-            out._version, out.grad_fn, out._output_nr, out.requires_grad = t._version, self, nr, True
+            out._counter, out.grad_fn, out._output_nr, out.requires_grad = t._counter, self, nr, True
             if t._fw_grad is not None:   # forward mode through backward: the output's tangent comes along
                 out._fw_grad = t._fw_grad
                 _register_dual(out)
@@ -342,7 +347,9 @@ class Node:
 # %% ../nbs/10_engine.ipynb #b1956ca4
 def _edge(t):
     "Where the gradient for input `t` goes: (node, output_nr), (leaf, 0), or None."
-    if not isinstance(t, Tensor) or not t.requires_grad: return None
+    if not isinstance(t, Tensor): return None
+    if t._view is not None and t._view_version != t._counter.value: _refresh_view(t)   # see "Writing through a view"
+    if not t.requires_grad: return None
     return (t.grad_fn, t._output_nr) if t.grad_fn is not None else (t, 0)
 
 class Function:
@@ -372,7 +379,9 @@ class Function:
         was_enabled = record = _grad_mode.enabled
         if record:
             for a in args:
-                if isinstance(a, Tensor) and a.requires_grad: break
+                if isinstance(a, Tensor):
+                    if a._view is not None and a._view_version != a._counter.value: _refresh_view(a)
+                    if a.requires_grad: break
             else: record = False
         origin = _user_origin()
         _grad_mode.enabled = False
@@ -385,6 +394,7 @@ class Function:
         multi = isinstance(raw, tuple)
         raws = raw if multi else (raw,)
         outs = tuple(_wrap_output(r, origin) for r in raws)
+        if multi or type(raw) is Tensor: _mark_views(cls, args, raws, outs)
         if record:
             ctx.edges = tuple(_edge(a) for a in args)
             ctx.needs_input_grad = tuple(e is not None for e in ctx.edges)
@@ -404,15 +414,114 @@ def _wrap_output(r, origin) -> Tensor:
     "A forward's result as a fresh output Tensor (arrays and scalars are wrapped; Tensors get a new shell)."
     if isinstance(r, Tensor):
         out = Tensor(r._data, _origin=origin)
-        out._version = r._version   # a view shares its base's counter
+        out._counter = r._counter   # a view shares its base's counter
         return out
     return Tensor(r if isinstance(r, np.ndarray) else np.asarray(r), _origin=origin)
 
 def view_of(base:Tensor, arr:np.ndarray) -> Tensor:
     "A tensor over `arr`, a NumPy view of `base`'s storage, sharing `base`'s version counter (for view ops' forwards)."
     out = Tensor(arr, _origin=base._origin)
-    out._version = base._version
+    out._counter = base._counter
     return out
+
+# %% ../nbs/10_engine.ipynb #f77dbd9c
+def _mark_views(cls, args:tuple, raws:tuple, outs:tuple):
+    "After `cls.apply(*args)`: each output whose forward returned a view of an input remembers its base and how to remake it."
+    for nr, (r, o) in enumerate(zip(raws, outs)):
+        if not isinstance(r, Tensor): continue
+        c = r._counter
+        for p, a in enumerate(args):
+            if isinstance(a, Tensor) and a._counter is c:
+                parent = a._view
+                # (base, the input's own view spec, the op, its other arguments, where the input goes, which output, made under no_grad)
+                o._view = (a if parent is None else parent[0], parent, cls, args[:p] + (None,) + args[p + 1:], p,
+                           nr if len(raws) > 1 else None, not _grad_mode.enabled)
+                o._view_version = c.value
+                break
+
+def _view_apply(spec:tuple, b:Tensor) -> Tensor:
+    "The view described by `spec`, made again from `b` (the base, or a tensor of the base's shape: a copy, a gradient)."
+    _, parent, cls, args, p, nr, _ = spec
+    src = b if parent is None else _view_apply(parent, b)
+    out = cls.apply(*args[:p], src, *args[p + 1:])
+    return out if nr is None else out[nr]
+
+def _refresh_view(t:Tensor):
+    "Give the view `t` a grad_fn made from its base's current history (after a write to their storage)."
+    spec = t._view
+    t._view_version = t._counter.value
+    base = spec[0]
+    if not (base.requires_grad and _grad_mode.enabled): return
+    v = _view_apply(spec, base)
+    t.grad_fn, t._output_nr, t.requires_grad = v.grad_fn, v._output_nr, v.requires_grad
+
+def _region(a:np.ndarray, spec:tuple) -> np.ndarray:
+    "The part of array `a` (a base's numbers) that the view `spec` shows, as a writable NumPy view."
+    was = _grad_mode.enabled
+    _grad_mode.enabled = False
+    try: r = _view_apply(spec, Tensor(a))._data
+    finally: _grad_mode.enabled = was
+    if not np.shares_memory(r, a): raise RuntimeError(f"internal: the view {spec[2].__name__} did not select memory")
+    return r
+
+class ViewScatter(Function):
+    "view_scatter(b, r, spec): b with its view `spec` replaced by r; db = view_scatter(g, 0, spec), dr = view(g, spec)"
+    @staticmethod
+    def forward(ctx, b, r, spec):
+        ctx.spec = spec
+        out = np.copy(b._data, order='K')   # the base's layout, so that the view's op selects the same elements
+        _region(out, spec)[...] = r._data
+        return out
+    @staticmethod
+    def backward(ctx, g):
+        gb = ViewScatter.apply(g, Tensor(np.zeros((), g.dtype)), ctx.spec) if ctx.needs_input_grad[0] else None
+        return gb, (_view_apply(ctx.spec, g) if ctx.needs_input_grad[1] else None), None
+    linear = True
+
+def _write_through_view(self:Tensor, compute, name:str) -> Tensor:
+    """Recording an in-place op on the view `self`: `compute(v)` gives the view's new numbers from its current value v (a
+    tensor in the graph); the base is rewritten as view_scatter(base, result) and the view is made again from it."""
+    spec = self._view
+    base, nr, made_in_no_grad = spec[0], spec[5], spec[6]
+    where = f"{name} on the tensor of shape {self.shape} made at {self.origin}"
+    if nr is not None:
+        raise RuntimeError(f"Output {nr} of {spec[2].__name__} is a view and is being modified inplace. This view is the "
+                           f"output of a function that returns multiple views. Such functions do not allow the output "
+                           f"views to be modified inplace ({where}). Use the out-of-place op, or write into the tensor "
+                           f"the views were taken from.")
+    if made_in_no_grad and base.requires_grad:
+        raise RuntimeError(f"A view was created in no_grad mode and is being modified inplace with grad mode enabled "
+                           f"({where}). Make both the view and the write inside no_grad(), or both outside it.")
+    if base.requires_grad and base.grad_fn is None:
+        raise RuntimeError(f"a view of a leaf Variable that requires grad is being used in an in-place operation "
+                           f"({where}, a view of the leaf of shape {base.shape} made at {base.origin}). Write under "
+                           f"`with no_grad():`, as optimizers do, or into a copy (w.clone()).")
+    shell = Tensor(np.copy(base._data, order='K'), _origin=base._origin)   # the base's numbers and history, apart
+    shell.grad_fn, shell._output_nr, shell.requires_grad = base.grad_fn, base._output_nr, base.requires_grad
+    if base._fw_grad is not None:
+        shell._fw_grad = base._fw_grad
+        _register_dual(shell)
+    r = compute(_view_apply(spec, shell))
+    if r._data.shape != self._data.shape:
+        raise RuntimeError(f"{name}: output with shape {list(self.shape)} doesn't match the broadcast shape "
+                           f"{list(r.shape)} (the tensor was made at {self.origin}). An in-place op cannot change "
+                           "its tensor's shape; use the out-of-place op.")
+    if r._data.dtype != base._data.dtype:
+        if not _can_cast(r._data.dtype, base._data.dtype):
+            raise RuntimeError(f"{name}: result type {r.dtype} can't be cast to the desired output type {self.dtype} "
+                               f"(the tensor was made at {self.origin}). Use the out-of-place op, or convert first.")
+        r = _cast(r, base._data.dtype)
+    new = ViewScatter.apply(shell, r, spec)
+    base._data[...] = new._data
+    base.grad_fn, base._output_nr, base.requires_grad = new.grad_fn, new._output_nr, new.requires_grad
+    base._bump_version()
+    _refresh_view(self)
+    if _forward_ad.level and new._fw_grad is not None:
+        base._fw_grad = new._fw_grad
+        _register_dual(base)
+        self._fw_grad = _view_apply(spec, new._fw_grad)
+        _register_dual(self)
+    return self
 
 # %% ../nbs/10_engine.ipynb #be71a4fb
 def _sum_axes(shape:tuple, target:tuple) -> tuple:

@@ -12,6 +12,7 @@ __all__ = ['index_add_rows', 'Index', 'IndexAccumulate', 'IndexPut', 'gather', '
 import numpy as np
 from .engine import *
 from .engine import _grad_mode, _format_origin, _forward_ad, _register_dual
+from .engine import _refresh_view, _write_through_view   # writing through a view
 from .kernels import compiled_kernel
 from .scalar import patch
 
@@ -255,12 +256,11 @@ class Index(Function):
             a, k = _at(x._data, key)
             return a[k]
         if Ellipsis not in key: key = key + (Ellipsis,)   # x[0, 1] is a 0-d view, not a NumPy scalar
-        ctx.key, ctx.counter, ctx.version = key, x._version, x._version.value
+        ctx.key = key
         return view_of(x, x._data[key])
 
     @staticmethod
     def backward(ctx, g):
-        if ctx.kind == _BASIC and ctx.counter.value != ctx.version: raise _stale_view_error(ctx)
         return IndexAccumulate.apply(g, ctx.shape, ctx.key, ctx.kind), None, None
 
     @staticmethod
@@ -292,14 +292,6 @@ class IndexAccumulate(Function):
 
     @staticmethod
     def jvp(ctx, t, shape, key, kind): return IndexAccumulate.apply(t, ctx.shape, ctx.key, ctx.kind)
-
-# %% ../nbs/15_indexing.ipynb #f1dd1c13
-def _stale_view_error(ctx) -> RuntimeError:
-    "The error for backpropagating through a view whose base was written after the view was taken."
-    return RuntimeError(
-        f"a view made by indexing at {_format_origin(ctx._origin)} looks into a tensor that was modified by an "
-        f"in-place operation after the view was taken (version {ctx.counter.value}, expected {ctx.version}), so the "
-        f"view's gradient would describe numbers that are gone. Take the view after the write, or write into a copy.")
 
 # %% ../nbs/15_indexing.ipynb #6a1030d2
 @patch
@@ -353,11 +345,6 @@ def _refuse_write(self):
                            f"words): x[...] = ... on the tensor of shape {self.shape} made at {self.origin}. Writing into a parameter while "
                            f"recording would leave no way to differentiate its old value. Wrap the write in "
                            f"`with no_grad():` (as initializers and optimizers do), or write into a copy.")
-    if self.grad_fn.fn is Index and self.grad_fn.kind == _BASIC:
-        raise RuntimeError(f"this tensor (shape {self.shape}, made at {self.origin}) is a view made by indexing a "
-                           f"tensor that requires grad; writing into it would change that base without updating the "
-                           f"base's graph. Index the base directly (y[0, 1] = v rather than y[0][1] = v), or write "
-                           f"into a copy.")
 
 def _setitem_error(self, key:tuple, tkey, value, e) -> Exception:
     "The error for a failed write (key from _index_key, tkey from _torch_key): a diagnosed IndexError, or a value that does not broadcast to x[key]."
@@ -394,9 +381,14 @@ def __setitem__(self:Tensor, key, value):
     except IndexError as e: raise _index_error(self, k, str(e)) from None
     is_tensor = isinstance(value, Tensor)
     if not is_tensor and not isinstance(value, (int, float, bool, np.number)): value = np.asarray(value)
+    view = self._view
+    if view is not None and _grad_mode.enabled and self._view_version != self._counter.value: _refresh_view(self)
     try:
-        if (_grad_mode.enabled and self._data.dtype.kind == 'f'
-                and (self.requires_grad or (is_tensor and value.requires_grad))):
+        if (_grad_mode.enabled and self._data.dtype.kind == 'f' and (self.requires_grad or (is_tensor and value.requires_grad)
+                                                                     or (view is not None and view[0].requires_grad))):
+            if view is not None:   # the base's history is rewritten (chapter 10, "Writing through a view")
+                _write_through_view(self, lambda v: IndexPut.apply(v, value, tk, kind), 'x[key] = value')
+                return
             if self.requires_grad: _refuse_write(self)
             s = Tensor(self._data.copy(), _origin=self._origin)   # a shell with self's numbers and graph identity
             s.grad_fn, s._output_nr, s.requires_grad = self.grad_fn, self._output_nr, self.requires_grad

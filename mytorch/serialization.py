@@ -292,7 +292,7 @@ class _Decoder:
         if rg and arr.dtype.kind not in 'fc': self.bad(where, f"requires_grad is true for an array of dtype {arr.dtype}.")
         t = Tensor(arr)
         first = self.tensors.setdefault(i, t)
-        if first is not t: t._version = first._version   # the same memory, so the same version counter
+        if first is not t: t._counter = first._counter   # the same memory, so the same version counter
         return Parameter(t, requires_grad=rg) if kind == 'parameter' else t.requires_grad_(rg)
 
     def node(self, node, where:str='obj', depth:int=0):

@@ -112,7 +112,7 @@ def _tensor_graph(root, names:dict, max_nodes:int) -> _Graph:
         for t in o._retained.values(): keep(t)
         if o._saved is not None:   # saved tensors changed in place since no longer hold the value
             for t, v in zip(o._saved, o._versions):
-                if t is not None and t._version.value == v: keep(t)
+                if t is not None and t._counter.value == v: keep(t)
     nodes, edges = [], []
     for i, o in enumerate(objects):
         if _is_node(o):

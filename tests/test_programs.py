@@ -40,8 +40,6 @@ TIMEOUT_S = 60   # per program
 DIVERGES = {
     "p32_topk_sort_scatter": "scatter_ (for one-hot) and diag do not exist, functions or methods; topk, sort and "
         "argsort now match [PyTorch has them all]",
-    "p33_version_counter": "t._version is a _Version object that does not compare or print as a number [PyTorch: "
-        "an int]",
 }
 
 

@@ -32,7 +32,7 @@ class Parameter(Tensor):
                             "first: Parameter(mytorch.tensor(values)).")
         super().__init__(arr, requires_grad=requires_grad, _origin=_user_origin())
         # Same memory as `data`, so the same version counter: an in-place change through either is seen by both.
-        if data is not None: self._version = data._version
+        if data is not None: self._counter = data._counter
 
     def __repr__(self): return 'Parameter containing:\n' + super().__repr__()
 
