@@ -21,7 +21,7 @@ from .engine import *
 from .scalar import patch
 from .engine import _user_origin, _grad_mode, _default, _edge, _forward_ad
 from .engine import _promote, _result_dtype, _can_cast
-from .engine import _refresh_view, _write_through_view   # writing through a view
+from .engine import _refresh_view, _write_through_view, _write_view_tangent   # writing through a view
 
 # %% ../nbs/11_creation.ipynb #fbedc318
 def _size(size:tuple, fn:str) -> tuple:
@@ -604,7 +604,19 @@ def _one_number(self, what:str):
     return self._data.item()
 
 @patch
-def __float__(self:Tensor) -> float: return float(_one_number(self, 'float'))
+def __float__(self:Tensor) -> float:
+    if self.requires_grad and not _warned_float.done:   # PyTorch warns once per process
+        _warned_float.done = True
+        warnings.warn(f"Converting a tensor with requires_grad=True to a scalar may lead to unexpected behavior (the "
+                      f"tensor of shape {self.shape} made at {self.origin}). Consider using tensor.detach() first.",
+                      UserWarning, stacklevel=2)
+    return float(_one_number(self, 'float'))
+
+class _Once:
+    __slots__ = ('done',)
+    def __init__(self): self.done = False
+
+_warned_float = _Once()
 
 @patch
 def __int__(self:Tensor) -> int: return int(_one_number(self, 'int'))
@@ -684,7 +696,9 @@ def _overwrite(self, values, op:str, value=None) -> Tensor:
     self._data[...] = values
     self._bump_version()
     if _grad_mode.enabled: _record_overwrite(self, value)
-    if _forward_ad.level: _forward_ad.push(Fill, None, (self, value), (self,))   # self's old tangent, value's -> self's new one
+    if _forward_ad.level:
+        _forward_ad.push(Fill, None, (self, value), (self,))   # self's old tangent, value's -> self's new one
+        if self._view is not None: _write_view_tangent(self, self._fw_grad)   # and the base's, where self sits
     return self
 
 def _floating(self, op:str):

@@ -523,6 +523,21 @@ def _write_through_view(self:Tensor, compute, name:str) -> Tensor:
         _register_dual(self)
     return self
 
+def _write_view_tangent(self:Tensor, t):
+    """Forward mode, after a write through the view `self` that was not recorded: the base's tangent takes `t` (the
+    view's new tangent; None for zero) in the view's place, and the view's tangent is remade from it."""
+    spec = self._view
+    base = spec[0]
+    tb = base._fw_grad
+    if (t is None and tb is None) or base._data.dtype.kind != 'f': return
+    if tb is None: tb = Tensor(np.zeros(base.shape, base.dtype), _origin=base._origin)
+    if t is None: t = Tensor(np.zeros((), base.dtype), _origin=base._origin)
+    elif t._data.dtype != base._data.dtype: t = _cast(t, base._data.dtype)
+    base._fw_grad = ViewScatter.apply(tb, t, spec)
+    _register_dual(base)
+    self._fw_grad = _view_apply(spec, base._fw_grad)
+    _register_dual(self)
+
 # %% ../nbs/10_engine.ipynb #be71a4fb
 def _sum_axes(shape:tuple, target:tuple) -> tuple:
     "The axes of `shape` to sum over to get `target` (the adjoint of broadcasting `target` to `shape`)."
