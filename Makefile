@@ -1,12 +1,13 @@
-# MyTorch: `make book` builds the website, `make test` runs everything, `make bench` prints
-# the benchmark tables. Each target creates .venv and installs what it needs on first use.
+# MyTorch: `make book` builds the website, `make lab` opens the chapters in JupyterLab, `make test`
+# runs everything, `make bench` prints the benchmark tables. Each target creates .venv and installs
+# what it needs on first use.
 SHELL := /bin/bash
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: book test bench export clean-nbs check-clean nbtest pytest kernels clean
+.PHONY: book lab test bench export clean-nbs check-clean nbtest pytest kernels clean
 
 # The book environment: notebook tooling, the site builder, and mytorch itself (editable,
 # with the Cython kernels compiled in place).
@@ -37,6 +38,17 @@ export: $(BIN)/.book-installed
 
 book: $(BIN)/.book-installed
 	$(BIN)/python docs/build.py
+
+# JupyterLab on the chapters, served on localhost only (open the address it prints, token included).
+# A chapter asks for the `python3` kernel: the environment's own (ipykernel's, which runs the Python
+# that runs JupyterLab), preferred to any of that name in ~/.local. LAB_ARGS adds options, e.g.
+# make lab LAB_ARGS="--port=8890 --no-browser".
+LAB_ARGS ?=
+NO_TORCH := Note: PyTorch is not installed in $(VENV), so the chapters' cells that compare with it (\#| torch) will fail; the test environment has it.
+lab: $(BIN)/.book-installed
+	@$(BIN)/python -c "import importlib.util as u, sys; sys.exit(u.find_spec('torch') is None)" || echo "$(NO_TORCH)" >&2
+	JUPYTER_PREFER_ENV_PATH=1 $(BIN)/jupyter lab --notebook-dir=nbs --ServerApp.ip=localhost \
+	  $$([ "$$(id -u)" = 0 ] && echo --allow-root) $(LAB_ARGS)
 
 # CI fails when the committed modules or notebooks are not what export/clean produce.
 check-clean: $(BIN)/.book-installed

@@ -186,7 +186,7 @@ def _number(value):
 
 def full(size, # a tuple of ints (or one int)
          fill_value, # the number every element holds; its type sets the dtype when `dtype` is None
-         dtype=None, device=None, requires_grad:bool=False) -> Tensor:
+         *, dtype=None, device=None, requires_grad:bool=False) -> Tensor:
     "A tensor of the given size with every element `fill_value`."
     if device is not None: _check_device(device, 'full')
     fill_value = _number(fill_value)
@@ -204,7 +204,7 @@ def _real(value, fn:str):
 def arange(start=0, # first value (or, alone, the end: arange(5) is 0..4)
            end=None, # the end, excluded
            step=1, # the spacing; negative to count down
-           dtype=None, # default: int64 if start, end and step are ints, else the default float dtype
+           *, dtype=None, # default: int64 if start, end and step are ints, else the default float dtype
            device=None, requires_grad:bool=False) -> Tensor:
     "Values from `start` up to (not including) `end`, `step` apart."
     if device is not None: _check_device(device, 'arange')
@@ -228,7 +228,7 @@ def arange(start=0, # first value (or, alone, the end: arange(5) is 0..4)
 def linspace(start, # first value
              end, # last value (included)
              steps:int, # number of points
-             dtype=None, # default: the default float dtype
+             *, dtype=None, # default: the default float dtype
              device=None, requires_grad:bool=False) -> Tensor:
     "`steps` evenly spaced values from `start` to `end`, both included."
     if device is not None: _check_device(device, 'linspace')
@@ -247,7 +247,7 @@ def linspace(start, # first value
 
 def eye(n:int, # rows
         m:int=None, # columns (default n)
-        dtype=None, device=None, requires_grad:bool=False) -> Tensor:
+        *, dtype=None, device=None, requires_grad:bool=False) -> Tensor:
     "The identity matrix, n x m: ones on the diagonal, zeros elsewhere."
     if device is not None: _check_device(device, 'eye')
     n, m = operator.index(n), n if m is None else operator.index(m)
@@ -267,7 +267,7 @@ def from_numpy(ndarray:np.ndarray) -> Tensor:
     return Tensor(ndarray)
 
 def as_tensor(data, # a Tensor, a NumPy array, a number or a nested list
-              dtype=None, # convert to this dtype (a copy), if different
+              *, dtype=None, # convert to this dtype (a copy), if different
               device=None) -> Tensor:
     "`data` as a tensor, sharing its memory when no conversion is needed."
     if device is not None: _check_device(device, 'as_tensor')
@@ -294,8 +294,8 @@ class Generator:
     "A seedable source of random numbers with PyTorch's API, drawing from NumPy's PCG64 (never NumPy's global state)."
     __slots__ = ('_rng', '_seed')
 
-    def __init__(self, device='cpu'):
-        _check_device(device, 'Generator')
+    def __init__(self, device=None):
+        if device is not None: _check_device(device, 'Generator')
         self.manual_seed(_INITIAL_SEED)
 
     def manual_seed(self, seed:int) -> 'Generator':
@@ -399,7 +399,7 @@ def randn(*size, generator:Generator=None, dtype=None, device=None, requires_gra
 def randint(low, # smallest value (or, with two arguments, the upper bound: randint(high, size))
             high=None, # one past the largest value
             size:tuple=None, # a tuple of ints, never varargs
-            generator:Generator=None, dtype=None, device=None, requires_grad:bool=False) -> Tensor:
+            *, generator:Generator=None, dtype=None, device=None, requires_grad:bool=False) -> Tensor:
     "Uniform random integers in [low, high), of the given size (int64 unless `dtype` says otherwise)."
     if device is not None: _check_device(device, 'randint')
     if size is None: low, high, size = 0, low, high
@@ -414,12 +414,12 @@ def randint(low, # smallest value (or, with two arguments, the upper bound: rand
     arr = _rng(generator).integers(low, high, _size((size,), 'randint'), dtype=np.int64)
     return Tensor(arr.astype(dt, copy=False), requires_grad=requires_grad)
 
-def randperm(n:int, generator:Generator=None, dtype=int64, device=None, requires_grad:bool=False) -> Tensor:
+def randperm(n:int, *, generator:Generator=None, dtype=None, device=None, requires_grad:bool=False) -> Tensor:
     "A random permutation of 0, 1, ..., n-1."
     if device is not None: _check_device(device, 'randperm')
     n = operator.index(n)
     if n < 0: raise RuntimeError(f"randperm(): n must be non-negative, got {n}.")
-    return Tensor(_rng(generator).permutation(n).astype(_dtype(dtype, 'randperm'), copy=False),
+    return Tensor(_rng(generator).permutation(n).astype((int64 if dtype is None else _dtype(dtype, 'randperm')), copy=False),
                   requires_grad=requires_grad)
 
 # %% ../nbs/11_creation.ipynb #3e135b55
@@ -428,34 +428,34 @@ def _check_input(input, fn:str):
     if not isinstance(input, Tensor):
         raise TypeError(f"{fn}(): argument 'input' must be a Tensor, not {type(input).__name__}.")
 
-def zeros_like(input:Tensor, dtype=None, device=None, requires_grad:bool=False) -> Tensor:
+def zeros_like(input:Tensor, *, dtype=None, device=None, requires_grad:bool=False) -> Tensor:
     "Zeros with the shape (and, unless `dtype` is given, the dtype) of `input`."
     _check_input(input, 'zeros_like')
     return zeros(input.shape, dtype=input.dtype if dtype is None else dtype, device=device, requires_grad=requires_grad)
 
-def ones_like(input:Tensor, dtype=None, device=None, requires_grad:bool=False) -> Tensor:
+def ones_like(input:Tensor, *, dtype=None, device=None, requires_grad:bool=False) -> Tensor:
     "Ones with the shape (and, unless `dtype` is given, the dtype) of `input`."
     _check_input(input, 'ones_like')
     return ones(input.shape, dtype=input.dtype if dtype is None else dtype, device=device, requires_grad=requires_grad)
 
-def empty_like(input:Tensor, dtype=None, device=None, requires_grad:bool=False) -> Tensor:
+def empty_like(input:Tensor, *, dtype=None, device=None, requires_grad:bool=False) -> Tensor:
     "An uninitialised tensor with the shape (and, unless `dtype` is given, the dtype) of `input`."
     _check_input(input, 'empty_like')
     return empty(input.shape, dtype=input.dtype if dtype is None else dtype, device=device, requires_grad=requires_grad)
 
-def full_like(input:Tensor, fill_value, dtype=None, device=None, requires_grad:bool=False) -> Tensor:
+def full_like(input:Tensor, fill_value, *, dtype=None, device=None, requires_grad:bool=False) -> Tensor:
     "`fill_value` everywhere, with the shape and (unless `dtype` is given) the dtype of `input`."
     _check_input(input, 'full_like')
     return full(input.shape, fill_value, dtype=input.dtype if dtype is None else dtype, device=device,
                 requires_grad=requires_grad)
 
-def rand_like(input:Tensor, generator:Generator=None, dtype=None, device=None, requires_grad:bool=False) -> Tensor:
+def rand_like(input:Tensor, *, generator:Generator=None, dtype=None, device=None, requires_grad:bool=False) -> Tensor:
     "Uniform random numbers on [0, 1) with the shape (and dtype) of `input`."
     _check_input(input, 'rand_like')
     return rand(input.shape, generator=generator, dtype=input.dtype if dtype is None else dtype, device=device,
                 requires_grad=requires_grad)
 
-def randn_like(input:Tensor, generator:Generator=None, dtype=None, device=None, requires_grad:bool=False) -> Tensor:
+def randn_like(input:Tensor, *, generator:Generator=None, dtype=None, device=None, requires_grad:bool=False) -> Tensor:
     "Standard normal random numbers with the shape (and dtype) of `input`."
     _check_input(input, 'randn_like')
     return randn(input.shape, generator=generator, dtype=input.dtype if dtype is None else dtype, device=device,
@@ -477,7 +477,7 @@ def new_empty(self:Tensor, *size, dtype=None, device=None, requires_grad:bool=Fa
     return empty(*size, dtype=self.dtype if dtype is None else dtype, device=device, requires_grad=requires_grad)
 
 @patch
-def new_full(self:Tensor, size, fill_value, dtype=None, device=None, requires_grad:bool=False) -> Tensor:
+def new_full(self:Tensor, size, fill_value, *, dtype=None, device=None, requires_grad:bool=False) -> Tensor:
     "`fill_value` everywhere, in the given size, with this tensor's dtype unless `dtype` is given."
     return full(size, fill_value, dtype=self.dtype if dtype is None else dtype, device=device,
                 requires_grad=requires_grad)
@@ -498,10 +498,15 @@ class ToCopy(Function):
 @patch
 def to(self:Tensor, *args, dtype=None, device=None, non_blocking:bool=False, copy:bool=False) -> Tensor:
     "This tensor with another dtype: to(dtype), to(device), to(device, dtype), to(other); itself if nothing changes."
+    args, flags = list(args), []
+    while args and isinstance(args[-1], bool): flags.insert(0, args.pop())   # PyTorch's positional non_blocking, copy
+    if len(flags) > 2 or any(isinstance(a, bool) for a in args):
+        raise TypeError("Tensor.to(): the positional arguments are a device and/or a dtype (or a tensor), then "
+                        f"non_blocking and copy; got {len(flags)} booleans where at most those two go.")
+    if flags: non_blocking = flags[0]
+    if len(flags) == 2: copy = flags[1]
     for a in args:
         if isinstance(a, Tensor): dtype = a._data.dtype if dtype is None else dtype
-        elif isinstance(a, bool):
-            raise TypeError("Tensor.to(): pass non_blocking= and copy= by keyword.")
         elif _is_device(a):
             if isinstance(a, str) and a.partition(':')[0] not in _DEVICE_TYPES:
                 raise RuntimeError(f"Tensor.to(): Invalid device string: {a!r}. A string names a device; pass a "
@@ -557,11 +562,11 @@ def promote_types(type1, # a dtype
     "The dtype an op on `type1` and `type2` computes in: the higher category, or the wider type within one."
     return _promote(_dtype(type1, 'promote_types'), _dtype(type2, 'promote_types'))
 
-def result_type(tensor1, # a Tensor or a Python number
-                tensor2, # a Tensor or a Python number
+def result_type(tensor, # a Tensor or a Python number
+                other, # a Tensor or a Python number
                ) -> np.dtype:
-    "The dtype a binary op computes `tensor1` and `tensor2` in, by PyTorch's promotion rules."
-    return _result_dtype(tensor1, tensor2)
+    "The dtype a binary op computes `tensor` and `other` in, by PyTorch's promotion rules."
+    return _result_dtype(tensor, other)
 
 def can_cast(from_, # the dtype of a result
              to, # the dtype of the tensor it is written into
@@ -723,17 +728,19 @@ def fill_(self:Tensor, value) -> Tensor:
     return _overwrite(self, value, 'fill_()')
 
 @patch
-def uniform_(self:Tensor, a:float=0.0, b:float=1.0, generator:Generator=None) -> Tensor:
-    "Fill with uniform random numbers on [a, b), in place."
+def uniform_(self:Tensor,
+             from_:float=0.0, # PyTorch's `from`, which Python reserves as a keyword
+             to:float=1.0, *, generator:Generator=None) -> Tensor:
+    "Fill with uniform random numbers on [from_, to), in place."
     _floating(self, 'uniform_()')
-    a, b = float(a), float(b)
+    a, b = float(from_), float(to)
     if a > b: raise RuntimeError(f"uniform_() expects to return a [from, to) range, but found from={a} > to={b}.")
     u = _draw(_rng(generator).random, self._data.shape, float64 if self._data.itemsize > 4 else float32)
     u *= b - a; u += a
     return _overwrite(self, u, 'uniform_()')
 
 @patch
-def normal_(self:Tensor, mean:float=0.0, std:float=1.0, generator:Generator=None) -> Tensor:
+def normal_(self:Tensor, mean:float=0.0, std:float=1.0, *, generator:Generator=None) -> Tensor:
     "Fill with normal random numbers of the given mean and standard deviation, in place."
     _floating(self, 'normal_()')
     mean, std = float(mean), float(std)
@@ -779,7 +786,8 @@ class _LegacyTensorType:
     "A typed constructor such as `FloatTensor`: sizes make an uninitialised tensor, a sequence is data; isinstance tests the dtype."
     def __init__(self, name:str, dtype:np.dtype): self.__name__, self.dtype = name, dtype
 
-    def __call__(self, *args) -> Tensor:
+    def __call__(self, *args, device=None) -> Tensor:
+        if device is not None: _check_device(device, self.__name__)
         if not args: return Tensor(np.empty((0,), dtype=self.dtype))
         if len(args) == 1 and not isinstance(args[0], (int, np.integer)):
             data = args[0]

@@ -1,4 +1,4 @@
-"""Arithmetic, powers, exponentials, squashing functions, comparisons and in-place updates: each derived, checked against finite differences and PyTorch, and refusing undefined math.
+"""Arithmetic, powers, exponentials, squashing functions, comparisons, in-place updates, rounding and blends: each derived, checked against finite differences and PyTorch, and refusing undefined math.
 
 Docs: https://mytorch-book.github.io/mytorch/elementwise.html.md"""
 
@@ -10,7 +10,10 @@ __all__ = ['clip', 'get_math_policy', 'set_math_policy', 'Neg', 'Sub', 'Div', 'a
            'Where', 'where', 'Exp', 'Log', 'Log1p', 'exp', 'log', 'log1p', 'PowScalar', 'Pow', 'pow', 'square',
            'reciprocal', 'Sqrt', 'Rsqrt', 'sqrt', 'rsqrt', 'Sin', 'Cos', 'Tanh', 'Sigmoid', 'sin', 'cos', 'tanh',
            'sigmoid', 'Abs', 'Sign', 'Relu', 'Clamp', 'Maximum', 'Minimum', 'abs', 'sign', 'relu', 'clamp', 'maximum',
-           'minimum', 'FloorDivide', 'Remainder', 'Fmod', 'floor_divide', 'remainder', 'fmod', 'Copy']
+           'minimum', 'FloorDivide', 'RoundedDiv', 'Remainder', 'Fmod', 'floor_divide', 'remainder', 'fmod', 'Copy',
+           'Floor', 'Ceil', 'Trunc', 'Round', 'Frac', 'floor', 'ceil', 'trunc', 'round', 'frac', 'Expm1', 'Log2',
+           'Log10', 'expm1', 'log2', 'log10', 'Atan2', 'Hypot', 'atan2', 'arctan2', 'hypot', 'Lerp', 'lerp', 'addcmul',
+           'addcdiv', 'NanToNum', 'nan_to_num', 'clamp_min', 'clamp_max']
 
 # %% ../nbs/12_elementwise.ipynb #76aeadac
 import builtins
@@ -18,7 +21,7 @@ import numpy as np
 from .engine import *
 from .engine import _operands, _binary, _broadcast_check, _grad_mode, _default, _format_origin
 from .engine import _forward_ad, _register_dual, _plain_backward
-from .engine import _refresh_view, _write_through_view   # writing through a view
+from .engine import _refresh_view, _write_through_view, _write_view_tangent   # writing through a view
 from .scalar import DomainError, patch
 from .engine import _number_dtype, _result_dtype, _can_cast, _number_array   # type promotion
 
@@ -180,9 +183,23 @@ class Div(Function):
         return Div.apply(Neg.apply(tz) if ta is None else Sub.apply(ta, tz), b)
 
 # %% ../nbs/12_elementwise.ipynb #dcc5d8fc
+def _scaled(input, other, alpha, op:str):
+    "`alpha * other` for add and sub, with PyTorch's checks of alpha against the result's dtype."
+    if alpha is True or alpha is False or isinstance(alpha, np.bool_):
+        if _result_dtype(input, other) != bool_:
+            raise RuntimeError(f"{op}: Boolean alpha only supported for Boolean results (alpha={alpha!r}).")
+        return other if alpha else (other * False)
+    if alpha == 1: return other
+    dt = _result_dtype(input, other)
+    if dt.kind in 'iub' and isinstance(alpha, (float, np.floating)):
+        raise RuntimeError(f"{op}: for integral input tensors, argument alpha must not be a floating point number "
+                           f"(alpha={alpha!r}, the result is {dt}). Convert the tensors to floating point first.")
+    if dt == bool_: return other if alpha else (other * False)   # in bool arithmetic a nonzero alpha is True
+    return other * alpha
+
 def add(input:Tensor, other, alpha=1) -> Tensor:
     "input + alpha * other, elementwise"
-    if alpha != 1: other = other * alpha
+    other = _scaled(input, other, alpha, 'add')
     return Add.apply(*_operands(input, other, 'add', functional=True))
 
 def _no_bool_subtraction(a, b):
@@ -199,7 +216,7 @@ def _no_bool_subtraction(a, b):
 def sub(input:Tensor, other, alpha=1) -> Tensor:
     "input - alpha * other, elementwise"
     _no_bool_subtraction(input, other)
-    if alpha != 1: other = other * alpha
+    other = _scaled(input, other, alpha, 'sub')
     return Sub.apply(*_operands(input, other, 'subtract', functional=True))
 
 def mul(input:Tensor, other) -> Tensor:
@@ -207,10 +224,12 @@ def mul(input:Tensor, other) -> Tensor:
     return Mul.apply(*_operands(input, other, 'multiply', functional=True))
 
 def div(input:Tensor, other, rounding_mode=None) -> Tensor:
-    "input / other, elementwise (true division)"
+    "input / other, elementwise: true division, or rounded towards zero ('trunc') or down ('floor')"
     if rounding_mode is not None:
-        raise NotImplementedError(f"div(rounding_mode={rounding_mode!r}) is not implemented in MyTorch; only true "
-                                  "division (rounding_mode=None) is.")
+        if rounding_mode not in ('trunc', 'floor'):
+            raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
+                               f"{rounding_mode!r}.")
+        return RoundedDiv.apply(*_operands(input, other, 'divide', functional=True), rounding_mode)
     return Div.apply(*_operands(input, other, 'divide', functional=True))
 
 def neg(input:Tensor) -> Tensor:
@@ -350,6 +369,13 @@ def where(condition:Tensor, input, other) -> Tensor:
         got = condition.dtype if isinstance(condition, Tensor) else type(condition).__name__
         raise TypeError(f"where expects a bool tensor as the condition, got {got}. Compare first, e.g. where(x > 0, "
                         "x, 0.0).")
+    for v, t in ((other, input), (input, other)):   # a Python int must fit the integer dtype it is converted to
+        if (isinstance(t, Tensor) and isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+                and _result_dtype(t, v).kind in 'iu'):
+            info = np.iinfo(_result_dtype(t, v))
+            if not info.min <= v <= info.max:
+                raise RuntimeError(f"where: value cannot be converted to type {info.dtype} without overflow: {v} is "
+                                   f"outside {info.min}..{info.max}, the range of the tensor made at {t.origin}.")
     if isinstance(input, Tensor): a, b = _operands(input, other, 'select between', functional=True)
     elif isinstance(other, Tensor): b, a = _operands(other, input, 'select between', functional=True)
     elif _number_dtype(input) is not None and _number_dtype(other) is not None:
@@ -758,6 +784,8 @@ class Clamp(Elementwise):
     @staticmethod
     def forward(ctx, x, lo, hi):
         d = x._data
+        if d.dtype.kind in 'biu' and builtins.any(isinstance(v, (float, np.floating)) for v in (lo, hi)):
+            d = d.astype(_default.dtype)   # an integer tensor with a float bound is float, as in PyTorch
         y = d if lo is None else np.maximum(d, lo)
         if hi is not None: y = np.minimum(y, hi)
         ctx.save_for_backward(x)
@@ -907,6 +935,29 @@ class FloorDivide(Function):
                            f"{_format_origin(ctx._origin)}. Use x.detach() // y where no gradient should flow "
                            "through it.")
 
+@np.errstate(divide='ignore', invalid='ignore')
+def _trunc_int_quotient(ad:np.ndarray, bd:np.ndarray) -> np.ndarray:
+    "Integer a / b rounded towards zero: floor division, moved up by one where it rounded a negative quotient down."
+    q = np.floor_divide(ad, bd)
+    return np.where((np.remainder(ad, bd) != 0) & ((ad < 0) != (bd < 0)), q + 1, q)
+
+class RoundedDiv(Function):
+    "div(a, b, rounding_mode): da = 0, db = 0"
+    @staticmethod
+    def forward(ctx, a, b, rounding_mode):
+        _check_divisor('div', a, b)
+        ad, bd = a._data, b._data
+        if rounding_mode == 'floor': return _floor_quotient(ad, bd)
+        if ad.dtype.kind in 'iub' and bd.dtype.kind in 'iub': return _trunc_int_quotient(ad, bd)
+        return _trunc_quotient(ad, bd)
+    @staticmethod
+    def backward(ctx, g):   # piecewise constant: PyTorch returns zeros (where floor_divide raises)
+        return tuple(Tensor(np.zeros_like(g._data)) if n else None for n in ctx.needs_input_grad[:2]) + (None,)
+    @staticmethod
+    def jvp(ctx, ta, tb, rounding_mode):
+        t = ta if ta is not None else tb
+        return None if t is None else Tensor(np.zeros_like(t._data))
+
 class _Modulus(Function):
     "x - q * y with a quotient q that is constant between its jumps: dx = g, dy = -g * q (the rules of remainder and fmod)."
     @staticmethod
@@ -993,20 +1044,28 @@ def _inplace_tangent(self:Tensor, r:Tensor):
     self._fw_grad = t
     if t is not None: _register_dual(self)
 
-def _inplace(fn, name:str):
-    "The in-place method `name` built from the out-of-place op `fn`, with PyTorch's contract."
+def _inplace(fn, name:str, result_dtype=None):
+    """The in-place method `name` built from the out-of-place op `fn`, with PyTorch's contract. `result_dtype(self, *args,
+    **kwargs)`, if given, tells the result's dtype before anything is computed, so a cast that must fail fails first."""
     def method(self, *args, **kwargs):
+        if result_dtype is not None:
+            dt = result_dtype(self, *args, **kwargs)
+            if dt is not None and dt != self._data.dtype and not _can_cast(dt, self._data.dtype):
+                raise RuntimeError(f"{name}: result type {dt} can't be cast to the desired output type {self.dtype} "
+                                   f"(the tensor was made at {self.origin}). Use the out-of-place op, or convert first.")
         if not self._data.flags.writeable:
             raise RuntimeError(f"{name}: unsupported operation: more than one element of the written-to tensor refers "
                                f"to a single memory location (a broadcast view, made at {self.origin}). Please clone() "
                                "the tensor before performing the operation.")
         view = self._view
         if view is not None and _grad_mode.enabled and self._view_version != self._counter.value: _refresh_view(self)
-        other_needs_grad = any(isinstance(a, Tensor) and a.requires_grad for a in args)
+        other_needs_grad = builtins.any(isinstance(a, Tensor) and a.requires_grad for a in (*args, *kwargs.values()))
         if not _grad_mode.enabled or not (self.requires_grad or other_needs_grad or (view is not None and view[0].requires_grad)):
             r = fn(self, *args, **kwargs)
             _write_result(self, r, name)
-            if _forward_ad.level: _inplace_tangent(self, r)
+            if _forward_ad.level:
+                if view is not None: _write_view_tangent(self, r._fw_grad)   # the base's tangent, where self sits
+                else: _inplace_tangent(self, r)
             return self
         if view is not None: return _write_through_view(self, lambda v: fn(v, *args, **kwargs), name)
         if self.requires_grad and self.grad_fn is None:
@@ -1027,9 +1086,16 @@ def _inplace(fn, name:str):
     method.__doc__ = f"In-place {fn.__name__}: writes the result into this tensor and bumps its version."
     return method
 
-for _fn in (add, sub, mul, div, pow, clamp, exp, log, log1p, sqrt, rsqrt, neg, abs, sign, sin, cos, tanh, sigmoid,
+for _fn in (add, sub, mul, pow, clamp, exp, log, log1p, sqrt, rsqrt, neg, abs, sign, sin, cos, tanh, sigmoid,
             relu, reciprocal, square):
     setattr(Tensor, _fn.__name__ + '_', _inplace(_fn, _fn.__name__ + '_'))
+
+def _true_division_dtype(self, other=None, rounding_mode=None):
+    "The dtype of self / other when it is known before dividing: true division of integers is floating point."
+    if rounding_mode is None and self._data.dtype.kind in 'iub': return _default.dtype
+    return None
+
+Tensor.div_ = _inplace(div, 'div_', result_dtype=_true_division_dtype)
 Tensor.clip_ = Tensor.clamp_
 
 # %% ../nbs/12_elementwise.ipynb #162ba002
@@ -1076,3 +1142,379 @@ _copy.__name__ = 'copy'
 
 Tensor.copy_ = _inplace(_copy, 'copy_')
 Tensor.copy_.__doc__ = "Copy `src` into this tensor, in place: broadcast to its shape, cast to its dtype (gradient to src)."
+
+# %% ../nbs/12_elementwise.ipynb #f55d30f1
+def _rounding_data(op:str, x:Tensor) -> np.ndarray:
+    "x's array, refusing a bool tensor as PyTorch does."
+    if x._data.dtype == bool_:
+        raise NotImplementedError(f"{op} is not implemented for bool tensors, as in PyTorch (the tensor was made at "
+                                  f"{x.origin}). Convert the mask first, e.g. mask.float() or mask.long().")
+    return x._data
+
+class _Rounding(Function):
+    "A rounding op: piecewise constant, so dx = 0 (and PyTorch's 0 at the jumps)."
+    kernel = None   # the NumPy function, set by each subclass
+    @classmethod
+    def forward(cls, ctx, x):
+        d = _rounding_data(cls.__name__.lower(), x)
+        return d.copy() if d.dtype.kind in 'iu' else cls.kernel(d)   # an integer is already rounded
+    @staticmethod
+    def backward(ctx, g):
+        zero = Tensor(np.zeros_like(g._data))
+        return zero if len(ctx.edges) == 1 else (zero,) + (None,) * (len(ctx.edges) - 1)
+    @staticmethod
+    def jvp(ctx, t, *_): return Tensor(np.zeros_like(t._data))
+
+class Floor(_Rounding):
+    "floor(x): dx = 0"
+    kernel = staticmethod(np.floor)
+
+class Ceil(_Rounding):
+    "ceil(x): dx = 0"
+    kernel = staticmethod(np.ceil)
+
+class Trunc(_Rounding):
+    "trunc(x): dx = 0"
+    kernel = staticmethod(np.trunc)
+
+@np.errstate(over='ignore', invalid='ignore')   # 10 ** 400 is inf, as std::pow gives it to PyTorch
+def _round_decimals(d:np.ndarray, decimals:int) -> np.ndarray:
+    "PyTorch's rounding to `decimals` places, in d's dtype: rint(d * 10**decimals) / 10**decimals (for decimals < 0, rint(d / 10**-decimals) * 10**-decimals)."
+    p = d.dtype.type(np.power(10.0, builtins.abs(decimals)))
+    return np.rint(d / p) * p if decimals < 0 else np.rint(d * p) / p
+
+class Round(_Rounding):
+    "round(x, decimals): dx = 0"
+    @staticmethod
+    def forward(ctx, x, decimals):
+        d = _rounding_data('round', x)
+        if d.dtype.kind in 'iu':
+            if decimals:
+                raise NotImplementedError(f"round with decimals={decimals} is not implemented for {x.dtype} tensors, "
+                                          f"as in PyTorch (the tensor was made at {x.origin}). Convert first, e.g. "
+                                          f"x.double().round(decimals={decimals}).")
+            return d.copy()
+        return np.rint(d) if decimals == 0 else _round_decimals(d, decimals)
+
+class Frac(Elementwise):
+    "frac(x): dx = g"
+    @staticmethod
+    def forward(ctx, x):
+        d = x._data
+        if d.dtype.kind != 'f':
+            raise NotImplementedError(f"frac is not implemented for {x.dtype} tensors, as in PyTorch (the tensor was "
+                                      f"made at {x.origin}): an integer has no fractional part. Convert first, e.g. "
+                                      "x.float(), if you need a tensor of zeros.")
+        return _subtract(d, np.trunc(d))   # frac(inf) is inf - inf = nan, quietly, as in PyTorch
+    @staticmethod
+    def derivative(ctx): return 1.0
+
+# %% ../nbs/12_elementwise.ipynb #daa40647
+def floor(input:Tensor) -> Tensor:
+    "The largest integer <= input, elementwise (gradient 0)"
+    return Floor.apply(input)
+
+def ceil(input:Tensor) -> Tensor:
+    "The smallest integer >= input, elementwise (gradient 0)"
+    return Ceil.apply(input)
+
+def trunc(input:Tensor) -> Tensor:
+    "input rounded toward 0, elementwise (gradient 0)"
+    return Trunc.apply(input)
+
+def round(input:Tensor, *, decimals:int=0) -> Tensor:
+    "input rounded to the nearest integer, halves to even; or to `decimals` decimal places (gradient 0)"
+    if isinstance(decimals, (bool, np.bool_)) or not isinstance(decimals, (int, np.integer)):
+        raise TypeError(f"round(): decimals must be an int, got {type(decimals).__name__} {decimals!r}.")
+    return Round.apply(input, int(decimals))
+
+def frac(input:Tensor) -> Tensor:
+    "input - trunc(input), elementwise: the fractional part, with input's sign (gradient 1)"
+    return Frac.apply(input)
+
+Tensor.floor, Tensor.ceil, Tensor.trunc, Tensor.round, Tensor.frac = floor, ceil, trunc, round, frac   # the functionals are the methods
+for _fn in (floor, ceil, trunc, round, frac):
+    setattr(Tensor, _fn.__name__ + '_', _inplace(_fn, _fn.__name__ + '_'))
+
+# %% ../nbs/12_elementwise.ipynb #96ad48f5
+_expm1 = _quiet(np.expm1, over='ignore')   # expm1(100) in float32 is inf
+_LN2, _LN10 = float(np.log(2.0)), float(np.log(10.0))   # the constants PyTorch's rules multiply by
+
+class Expm1(Elementwise):
+    "expm1(x): dx = g * (expm1(x) + 1)"
+    @staticmethod
+    def forward(ctx, x):
+        y = Tensor(_expm1(_float_data(x)), _origin=x._origin)
+        ctx.save_for_backward(y)
+        return y
+    @staticmethod
+    def derivative(ctx):
+        y, = ctx.saved_tensors
+        return y + 1.0
+
+def _log_domain_check(op:str, x:Tensor, d:np.ndarray):
+    "Under the 'raise' policy, refuse x <= 0 for the logarithm `op`."
+    if _math.strict and _min(d) <= 0:
+        raise _domain_error(op, x, d <= 0, d, "the logarithm is defined for x > 0",
+                            f"keep the input positive, e.g. {op}(x.clamp(min=1e-12)) or {op}(x + eps).")
+
+class Log2(Elementwise):
+    "log2(x): dx = g / (x * log(2))"
+    @staticmethod
+    def forward(ctx, x):
+        d = _float_data(x)
+        _log_domain_check('log2', x, d)
+        ctx.save_for_backward(x)
+        return _compute(np.log2, d)
+    reciprocal = True   # the rules divide by x log 2
+    @staticmethod
+    def derivative(ctx):
+        x, = ctx.saved_tensors
+        return x * _LN2
+
+class Log10(Elementwise):
+    "log10(x): dx = g / (x * log(10))"
+    @staticmethod
+    def forward(ctx, x):
+        d = _float_data(x)
+        _log_domain_check('log10', x, d)
+        ctx.save_for_backward(x)
+        return _compute(np.log10, d)
+    reciprocal = True   # the rules divide by x log 10
+    @staticmethod
+    def derivative(ctx):
+        x, = ctx.saved_tensors
+        return x * _LN10
+
+def expm1(input:Tensor) -> Tensor:
+    "e ** input - 1, elementwise, accurate for small input"
+    return Expm1.apply(input)
+
+def log2(input:Tensor) -> Tensor:
+    "The base-2 logarithm, elementwise; raises DomainError for input <= 0 (policy 'raise')"
+    return Log2.apply(input)
+
+def log10(input:Tensor) -> Tensor:
+    "The base-10 logarithm, elementwise; raises DomainError for input <= 0 (policy 'raise')"
+    return Log10.apply(input)
+
+Tensor.expm1, Tensor.log2, Tensor.log10 = expm1, log2, log10   # the functionals are the methods
+for _fn in (expm1, log2, log10):
+    setattr(Tensor, _fn.__name__ + '_', _inplace(_fn, _fn.__name__ + '_'))
+
+# %% ../nbs/12_elementwise.ipynb #0ceb7bf7
+def _squared_radius(node, a:Tensor, b:Tensor, op:str, phase:str) -> Tensor:
+    "a * a + b * b (Tensor ops), checked for zeros: a DomainError there under 'raise', inf under 'nan' (so the gradient there is 0)."
+    r2 = a * a + b * b
+    if not _has_zero(r2._data): return r2
+    zero = r2._data == 0
+    if _math.strict:
+        raise _domain_error(op, a, zero, np.broadcast_to(a._data, zero.shape), "its derivatives divide by "
+                            "a^2 + b^2, which is 0 where a and b are both 0 (or so small that their squares underflow), "
+                            "so (a, b) must not be (0, 0) where a gradient flows",
+                            "leave the zero vectors out before the op, e.g. atan2(a, where(r > 0, b, 1.0)), or move "
+                            "them off the origin, e.g. atan2(a, b + eps).", node, phase)
+    return _where_number(zero, np.inf, r2)   # g * b / inf is 0 there, PyTorch's value
+
+class Atan2(Function):
+    "atan2(a, b): da = g * b / (a * a + b * b), db = -(g * a) / (a * a + b * b)"
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return np.arctan2(_float_data(a), _float_data(b))   # two integer tensors: the default float dtype
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        r2 = _squared_radius(ctx, a, b, 'atan2', 'backward pass')
+        return (g * b / r2 if ctx.needs_input_grad[0] else None,
+                -(g * a) / r2 if ctx.needs_input_grad[1] else None)
+    @staticmethod
+    def jvp(ctx, ta, tb):
+        a, b = ctx.saved_tensors
+        r2 = _squared_radius(ctx, a, b, 'atan2', _JVP)
+        if tb is None: return ta * b / r2
+        if ta is None: return -(tb * a) / r2
+        return (ta * b - tb * a) / r2
+
+def _hypot_slope_check(node, a:Tensor, y:Tensor, phase:str):
+    "Under 'raise', refuse a gradient through hypot where the length is 0 (its derivatives a / r and b / r are 0 / 0)."
+    if _math.strict and _has_zero(y._data):
+        raise _domain_error('hypot', a, y._data == 0, y._data, "its derivatives a / r and b / r are 0 / 0 where "
+                            "r = hypot(a, b) is 0, so the point must not be the origin where a gradient flows (the "
+                            "values shown are r's)", "move the point off the origin, e.g. hypot(a, b + eps), or use "
+                            "sqrt(a * a + b * b + eps) when the inputs cannot overflow.", node, phase)
+
+class Hypot(Function):
+    "hypot(a, b): da = g * a / hypot(a, b), db = g * b / hypot(a, b)"
+    @staticmethod
+    def forward(ctx, a, b):
+        if a._data.dtype.kind not in 'fc' and b._data.dtype.kind not in 'fc':
+            raise NotImplementedError(f"hypot is not implemented for {a.dtype} and {b.dtype} tensors, as in PyTorch "
+                                      f"(the first was made at {a.origin}). Convert first, e.g. a.float().")
+        y = Tensor(np.hypot(a._data, b._data), _origin=a._origin)
+        ctx.save_for_backward(a, b, y)
+        return y
+    @staticmethod
+    def backward(ctx, g):
+        a, b, y = ctx.saved_tensors
+        _hypot_slope_check(ctx, a, y, 'backward pass')
+        return (g * a / y if ctx.needs_input_grad[0] else None, g * b / y if ctx.needs_input_grad[1] else None)
+    @staticmethod
+    def jvp(ctx, ta, tb):
+        a, b, y = ctx.saved_tensors
+        _hypot_slope_check(ctx, a, y, _JVP)
+        if tb is None: return ta * a / y
+        if ta is None: return tb * b / y
+        return (ta * a + tb * b) / y
+
+def _other_tensor(fn:str, other):
+    "Refuse a non-Tensor `other`, as PyTorch's signature does."
+    if not isinstance(other, Tensor):
+        raise TypeError(f"{fn}(): argument 'other' must be a Tensor, not {type(other).__name__}, as in PyTorch. For "
+                        f"a constant, pass a 0-d tensor: {fn}(x, tensor(2.0)).")
+
+def atan2(input:Tensor, other:Tensor) -> Tensor:
+    "The angle of the point (other, input), elementwise, in (-pi, pi]"
+    _other_tensor('atan2', other)
+    return Atan2.apply(*_operands(input, other, 'take the atan2 of', functional=True))
+
+def arctan2(input:Tensor, other:Tensor) -> Tensor:
+    "NumPy's name for atan2, as in PyTorch"
+    _other_tensor('arctan2', other)
+    return Atan2.apply(*_operands(input, other, 'take the arctan2 of', functional=True))
+
+def hypot(input:Tensor, other:Tensor) -> Tensor:
+    "sqrt(input ** 2 + other ** 2), elementwise, without overflow or underflow"
+    _other_tensor('hypot', other)
+    return Hypot.apply(*_operands(input, other, 'take the hypot of', functional=True))
+
+Tensor.atan2, Tensor.arctan2, Tensor.hypot = atan2, arctan2, hypot   # the functionals are the methods
+for _fn in (atan2, arctan2, hypot):
+    setattr(Tensor, _fn.__name__ + '_', _inplace(_fn, _fn.__name__ + '_'))
+
+# %% ../nbs/12_elementwise.ipynb #dabd8aaf
+from .engine import _cast
+
+@np.errstate(over='ignore', invalid='ignore')   # inf - inf and overflow, quietly, as in PyTorch
+def _lerp(a:np.ndarray, b:np.ndarray, w:np.ndarray) -> np.ndarray:
+    "PyTorch's lerp: a + w (b - a) for |w| < 1/2, else b - (b - a)(1 - w), exact at w = 0 and w = 1."
+    d = b - a
+    return np.where(np.abs(w) < 0.5, a + w * d, b - d * (1 - w))
+
+class Lerp(Function):
+    "lerp(a, b, w): da = g * (1 - w), db = g * w, dw = g * (b - a)"
+    @staticmethod
+    def forward(ctx, a, b, w):
+        ctx.save_for_backward(a, b, w)
+        return _lerp(a._data, b._data, w._data)
+    @staticmethod
+    def backward(ctx, g):
+        a, b, w = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        return (g * (1.0 - w) if need[0] else None, g * w if need[1] else None, g * (b - a) if need[2] else None)
+    @staticmethod
+    def jvp(ctx, ta, tb, tw):
+        a, b, w = ctx.saved_tensors   # all floating: an input without a tangent brings the engine's zeros
+        return ta * (1.0 - w) + tb * w + tw * (b - a)
+
+def _same_float_dtype(fn:str, input:Tensor, name:str, t:Tensor):
+    if t._data.dtype != input._data.dtype:
+        raise RuntimeError(f"{fn}(): expected dtype {input.dtype} for `{name}` but got dtype {t.dtype}, as PyTorch "
+                           f"requires (`{name}` was made at {t.origin}). Convert it first, e.g. {name}.to({input.dtype}).")
+
+def lerp(input:Tensor, end:Tensor, weight) -> Tensor:
+    "input + weight * (end - input), elementwise; exactly input at weight 0 and end at weight 1"
+    if not isinstance(end, Tensor):
+        raise TypeError(f"lerp(): argument 'end' must be a Tensor, not {type(end).__name__}, as in PyTorch.")
+    if input._data.dtype.kind != 'f':
+        raise NotImplementedError(f"lerp is not implemented for {input.dtype} tensors, as in PyTorch (made at "
+                                  f"{input.origin}). Convert first, e.g. x.float().")
+    _same_float_dtype('lerp', input, 'end', end)
+    if isinstance(weight, Tensor):
+        if weight.ndim == 0 and weight._data.dtype.kind == 'f': weight = _cast(weight, input._data.dtype)   # as PyTorch takes a 0-d weight
+        else: _same_float_dtype('lerp', input, 'weight', weight)
+    elif _is_number(weight): weight = Tensor(np.asarray(weight, dtype=input._data.dtype), _origin=input._origin)
+    else: raise TypeError(f"lerp(): weight must be a Tensor or a number, not {type(weight).__name__}.")
+    for u, v in ((input, end), (input, weight), (end, weight)):
+        if u._data.shape != v._data.shape: _broadcast_check(u, v, 'interpolate between')
+    return Lerp.apply(input, end, weight)
+
+def _addc_arguments(fn:str, tensors:dict, value):
+    "Check addcmul's and addcdiv's arguments; the value to multiply by (an int for integer tensors)."
+    for name, t in tensors.items():
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{fn}(): argument '{name}' must be a Tensor, not {type(t).__name__}, as in PyTorch.")
+    if not isinstance(value, (int, float, np.number)):
+        raise TypeError(f"{fn}(): value must be a number, not {type(value).__name__}.")
+    if builtins.all(t._data.dtype.kind in 'biu' for t in tensors.values()) and not float(value).is_integer():
+        raise TypeError(f"{fn}(): value={value} is fractional but the tensors are integers; PyTorch would convert it "
+                        f"to {int(value)} without a word. Convert the tensors to float first, or pass an integer value.")
+    return int(value) if isinstance(value, (float, np.floating)) and builtins.all(
+        t._data.dtype.kind in 'biu' for t in tensors.values()) else value
+
+def addcmul(input:Tensor, tensor1:Tensor, tensor2:Tensor, *, value=1) -> Tensor:
+    "input + value * tensor1 * tensor2, elementwise (a composition of Mul and Add)"
+    value = _addc_arguments('addcmul', dict(input=input, tensor1=tensor1, tensor2=tensor2), value)
+    scaled = tensor1 if value == 1 else tensor1 * value   # PyTorch's order: (value * tensor1) * tensor2
+    return add(input, scaled * tensor2)
+
+def addcdiv(input:Tensor, tensor1:Tensor, tensor2:Tensor, *, value=1) -> Tensor:
+    "input + value * tensor1 / tensor2, elementwise (a composition of Mul, Div and Add)"
+    value = _addc_arguments('addcdiv', dict(input=input, tensor1=tensor1, tensor2=tensor2), value)
+    if tensor1._data.dtype.kind in 'biu' and tensor2._data.dtype.kind in 'biu':
+        raise RuntimeError(f"Integer division with addcdiv is no longer supported (PyTorch's error; tensor1 is "
+                           f"{tensor1.dtype}, tensor2 {tensor2.dtype}). Convert them to float first, for input + value "
+                           "* tensor1 / tensor2.")
+    scaled = tensor1 if value == 1 else tensor1 * value   # PyTorch's order: (value * tensor1) / tensor2
+    return add(input, scaled / tensor2)
+
+Tensor.lerp, Tensor.addcmul, Tensor.addcdiv = lerp, addcmul, addcdiv   # the functionals are the methods
+for _fn in (lerp, addcmul, addcdiv):
+    setattr(Tensor, _fn.__name__ + '_', _inplace(_fn, _fn.__name__ + '_'))
+
+# %% ../nbs/12_elementwise.ipynb #b27e2439
+class NanToNum(Elementwise):
+    "nan_to_num(x): dx = g * [isfinite(x)]"
+    @staticmethod
+    def forward(ctx, x, nan, posinf, neginf):
+        d = x._data
+        if d.dtype.kind != 'f': return d.copy()   # integers and bools hold no nan or inf
+        ctx.save_for_backward(x)
+        top = np.finfo(d.dtype).max
+        with np.errstate(over='ignore'):   # 1e300 in float32 is inf, as in PyTorch
+            for_nan, for_pos, for_neg = (d.dtype.type(v) for v in (nan, top if posinf is None else posinf,
+                                                                    -top if neginf is None else neginf))
+        out = np.where(np.isnan(d), for_nan, d)
+        out = np.where(d == np.inf, for_pos, out)
+        return np.where(d == -np.inf, for_neg, out)
+    @staticmethod
+    def derivative(ctx):
+        x, = ctx.saved_tensors
+        return np.isfinite(x._data)
+
+def nan_to_num(input:Tensor, nan=0.0, posinf=None, neginf=None) -> Tensor:
+    "input with nan, +inf and -inf replaced (by 0 and the dtype's largest finite numbers, by default)"
+    for name, v in (('nan', nan), ('posinf', posinf), ('neginf', neginf)):
+        if v is not None and not _is_number(v):
+            raise TypeError(f"nan_to_num(): {name} must be a number or None, not {type(v).__name__}.")
+    return NanToNum.apply(input, 0.0 if nan is None else nan, posinf, neginf)
+
+def _one_sided_clamp(fn:str, input:Tensor, lo, hi) -> Tensor:
+    "clamp with one number bound, refusing a tensor bound by name (see clamp)."
+    bound, instead = (lo, 'maximum') if hi is None else (hi, 'minimum')
+    if not _is_number(bound):
+        raise TypeError(f"{fn} takes a number bound, got {type(bound).__name__}; for a tensor bound use "
+                        f"{instead}(x, bound), whose gradient at a tie is split between x and the bound.")
+    return Clamp.apply(input, lo, hi)
+
+def clamp_min(input:Tensor, min) -> Tensor:
+    "input limited below by the number min, elementwise (gradient 1 at the bound)"
+    return _one_sided_clamp('clamp_min', input, min, None)
+
+def clamp_max(input:Tensor, max) -> Tensor:
+    "input limited above by the number max, elementwise (gradient 1 at the bound)"
+    return _one_sided_clamp('clamp_max', input, None, max)
+
+Tensor.nan_to_num, Tensor.clamp_min, Tensor.clamp_max = nan_to_num, clamp_min, clamp_max   # the functionals are the methods
+for _fn in (nan_to_num, clamp_min, clamp_max):
+    setattr(Tensor, _fn.__name__ + '_', _inplace(_fn, _fn.__name__ + '_'))

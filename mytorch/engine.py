@@ -427,15 +427,17 @@ def view_of(base:Tensor, arr:np.ndarray) -> Tensor:
 # %% ../nbs/10_engine.ipynb #f77dbd9c
 def _mark_views(cls, args:tuple, raws:tuple, outs:tuple):
     "After `cls.apply(*args)`: each output whose forward returned a view of an input remembers its base and how to remake it."
-    for nr, (r, o) in enumerate(zip(raws, outs)):
+    multi = len(raws) > 1
+    for nr in range(len(raws)):
+        r = raws[nr]
         if not isinstance(r, Tensor): continue
         c = r._counter
         for p, a in enumerate(args):
             if isinstance(a, Tensor) and a._counter is c:
-                parent = a._view
+                parent, o = a._view, outs[nr]
                 # (base, the input's own view spec, the op, its other arguments, where the input goes, which output, made under no_grad)
                 o._view = (a if parent is None else parent[0], parent, cls, args[:p] + (None,) + args[p + 1:], p,
-                           nr if len(raws) > 1 else None, not _grad_mode.enabled)
+                           nr if multi else None, not _grad_mode.enabled)
                 o._view_version = c.value
                 break
 

@@ -1,4 +1,4 @@
-"""Reading and writing parts of a tensor: basic and advanced indexing, `__setitem__`, `gather`, `scatter_add`, `index_select`, `index_add` and `masked_fill`, with gradients that add up where an index repeats.
+"""Reading and writing parts of a tensor: basic and advanced indexing, `__setitem__`, and PyTorch's indexing ops (`gather`, `scatter`, `index_select`, `index_fill`, `masked_select`, `nonzero`, `take` and the rest, with their in-place forms), with gradients that add up where an index repeats.
 
 Docs: https://mytorch-book.github.io/mytorch/indexing.html.md"""
 
@@ -6,7 +6,8 @@ Docs: https://mytorch-book.github.io/mytorch/indexing.html.md"""
 
 # %% auto #0
 __all__ = ['index_add_rows', 'Index', 'IndexAccumulate', 'IndexPut', 'gather', 'scatter_add', 'index_select', 'index_add',
-           'masked_fill']
+           'masked_fill', 'ScatterReduce', 'scatter', 'masked_select', 'nonzero', 'index_fill', 'index_copy', 'take',
+           'take_along_dim']
 
 # %% ../nbs/15_indexing.ipynb #b4994c44
 import numpy as np
@@ -14,6 +15,7 @@ from .engine import *
 from .engine import _grad_mode, _format_origin, _forward_ad, _register_dual
 from .engine import _refresh_view, _write_through_view   # writing through a view
 from .kernels import compiled_kernel
+from .elementwise import _inplace   # in-place methods from out-of-place ops (chapter 12)
 from .scalar import patch
 
 # %% ../nbs/15_indexing.ipynb #12b7be5a
@@ -415,13 +417,15 @@ def _dim(t:Tensor, dim:int, op:str) -> int:
                          f"{-n}..{n - 1}); the tensor has shape {t.shape} and was made at {t.origin}.")
     return int(dim) % n
 
-def _positions(index, op:str, name:str='index') -> np.ndarray:
-    "The integer array behind `index` (a tensor, array or list); a clear error for any other dtype."
+def _positions(index, op:str, name:str='index', long_only:bool=False) -> np.ndarray:
+    "The integer array behind `index` (a tensor, array or list), of a dtype PyTorch takes for `op`: int64, or int32 too."
     a = index._data if isinstance(index, Tensor) else np.asarray(index)
-    if a.dtype.kind not in 'iu' and not (a.size == 0 and a.dtype.kind == 'f'):
+    bits = a.dtype.itemsize * 8 if a.dtype.kind == 'i' else 0
+    if not (bits == 64 or (bits == 32 and not long_only) or (a.size == 0 and a.dtype.kind == 'f')):
         made = f", made at {index.origin}" if isinstance(index, Tensor) else ""
-        raise TypeError(f"{op}: {name} must be an integer tensor, got {a.dtype} (shape {a.shape}{made}). Positions are "
-                        f"whole numbers: convert it first, e.g. idx.long() or tensor(..., dtype=int64).")
+        kinds = "int64" if long_only else "int64 or int32"
+        raise TypeError(f"{op}: {name} must be an integer tensor of dtype {kinds} (PyTorch's rule for {op}), got "
+                        f"{a.dtype} (shape {a.shape}{made}). Convert it first: idx.long().")
     return a.astype(np.intp, copy=False)
 
 def _check_range(a:np.ndarray, t:Tensor, dim:int, op:str):
@@ -447,6 +451,18 @@ def _gather_key(t:Tensor, dim:int, idx:np.ndarray, op:str) -> tuple:
     nd = idx.ndim
     return tuple(idx if d == dim else np.arange(m).reshape((m,) + (1,) * (nd - 1 - d)) for d, m in enumerate(idx.shape))
 
+def _leading_src(src:Tensor, idx:np.ndarray, input:Tensor, op:str) -> Tensor:
+    "The part of `src` that scatter and scatter_add read, its leading part of index's shape; errors as PyTorch's rules."
+    if not isinstance(src, Tensor):
+        raise TypeError(f"{op}: src must be a tensor, got {type(src).__name__}.")
+    if src.dtype != input.dtype:
+        raise TypeError(f"{op}: src has dtype {src.dtype} (made at {src.origin}) but the tensor has {input.dtype} "
+                        f"(made at {input.origin}); they must match. Convert one, e.g. src.to(x.dtype).")
+    if idx.ndim != src.ndim or any(m > n for m, n in zip(idx.shape, src.shape)):
+        raise RuntimeError(f"{op}: index of shape {idx.shape} must have src's number of dimensions and be no "
+                           f"larger than src (shape {src.shape}, made at {src.origin}) in any dimension.")
+    return src if src.shape == idx.shape else src[tuple(slice(0, m) for m in idx.shape)]
+
 def gather(input:Tensor, # the tensor to read from
            dim:int, # the dimension along which `index` picks positions
            index, # integer tensor, same number of dimensions as input; the output has its shape
@@ -463,14 +479,8 @@ def scatter_add(input:Tensor, # the tensor to add into (not modified)
     "input with src added at the positions index names along dim (repeated positions add up)."
     dim = _dim(input, dim, 'scatter_add')
     idx = _positions(index, 'scatter_add')
-    if src.dtype != input.dtype:
-        raise TypeError(f"scatter_add: src has dtype {src.dtype} (made at {src.origin}) but the tensor has {input.dtype} "
-                        f"(made at {input.origin}); they must match.")
-    if idx.ndim != src.ndim or any(m > n for m, n in zip(idx.shape, src.shape)):
-        raise RuntimeError(f"scatter_add: index of shape {idx.shape} must have src's number of dimensions and be no "
-                           f"larger than src (shape {src.shape}, made at {src.origin}) in any dimension.")
+    src = _leading_src(src, idx, input, 'scatter_add')
     key = _gather_key(input, dim, idx, 'scatter_add')
-    if src.shape != idx.shape: src = src[tuple(slice(0, m) for m in idx.shape)]
     return input + IndexAccumulate.apply(src, input.shape, key, _INTEGER)
 
 Tensor.gather, Tensor.scatter_add = gather, scatter_add
@@ -518,24 +528,249 @@ def index_add(input:Tensor, # the tensor to add into (not modified)
 Tensor.index_select, Tensor.index_add = index_select, index_add
 
 # %% ../nbs/15_indexing.ipynb #e0baeb7a
-def masked_fill(input:Tensor, # the tensor to fill (not modified)
-                mask:Tensor, # bool tensor that broadcasts to input's shape
-                value, # a number or a 0-d tensor
-               ) -> Tensor:
-    "input with value at the positions where mask is true."
+def _bool_mask(mask, op:str) -> tuple:
+    "(the bool array behind `mask`, where it was made, for messages); a TypeError for any other dtype."
     m = mask._data if isinstance(mask, Tensor) else np.asarray(mask)
     made = f", made at {mask.origin}" if isinstance(mask, Tensor) else ""
     if m.dtype.kind != 'b':
-        raise TypeError(f"masked_fill: the mask must be a bool tensor, got {m.dtype} (shape {m.shape}{made}). Build it "
+        raise TypeError(f"{op}: the mask must be a bool tensor, got {m.dtype} (shape {m.shape}{made}). Build it "
                         f"with a comparison, e.g. x > 0.")
+    return m, made
+
+def _with_mask(input:Tensor, m:np.ndarray, made:str, op:str) -> tuple:
+    "(input, mask), both broadcast to their common shape (input through `expand`, so its gradient is summed back)."
+    try: shape = np.broadcast_shapes(input.shape, m.shape)
+    except ValueError:
+        raise ValueError(f"{op}: the mask of shape {m.shape}{made} does not broadcast with the tensor's shape "
+                         f"{input.shape} (made at {input.origin}).") from None
+    if input.shape != shape: input = input.expand(shape)
+    return input, np.broadcast_to(m, shape)
+
+def masked_fill(input:Tensor, # the tensor to fill (not modified)
+                mask:Tensor, # bool tensor; input and mask broadcast together
+                value, # a number or a 0-d tensor
+               ) -> Tensor:
+    "input with value at the positions where mask is true."
+    m, made = _bool_mask(mask, 'masked_fill')
     if isinstance(value, Tensor) and value.ndim != 0:
         raise RuntimeError(f"masked_fill: value must be a number or a 0-dimensional tensor, got shape {value.shape} "
                            f"(made at {value.origin}).")
-    if m.shape != input.shape:
-        try: m = np.broadcast_to(m, input.shape)
-        except ValueError:
-            raise ValueError(f"masked_fill: the mask of shape {m.shape}{made} does not broadcast to the tensor's shape "
-                             f"{input.shape} (made at {input.origin}).") from None
-    return IndexPut.apply(input, value, (m,), _MASKS)
+    x, m = _with_mask(input, m, made, 'masked_fill')
+    return IndexPut.apply(x, value, (m,), _MASKS)
 
 Tensor.masked_fill = masked_fill
+
+# %% ../nbs/15_indexing.ipynb #a5495744
+_NUMBER = (bool, int, float, np.bool_, np.integer, np.floating)
+
+def _scatter_value(op:str, src, value):
+    "What scatter writes: the tensor `src`, or a number (as `value=`, or in src's place, as PyTorch allows)."
+    if (src is None) == (value is None):
+        given = "both" if value is not None else "neither"
+        raise TypeError(f"{op}() takes a tensor src or a number value, exactly one of them; it got {given}. Write "
+                        f"x.{op}(dim, index, src) or x.{op}(dim, index, value).")
+    v = src if value is None else value
+    if isinstance(v, Tensor) and value is not None:   # value=tensor(2.0): PyTorch reads a 0-d tensor as its number
+        if v.ndim != 0:
+            raise RuntimeError(f"{op}: value must be a number or a 0-dimensional tensor, got shape {v.shape} (made at "
+                               f"{v.origin}); a tensor of values is src.")
+        return v.item()
+    if isinstance(v, Tensor) or isinstance(v, _NUMBER): return v
+    raise TypeError(f"{op}(): src must be a tensor and value a real number, got {type(v).__name__} {v!r}.")
+
+_SCATTER_REDUCE = {'add': np.add, 'multiply': np.multiply}
+
+class ScatterReduce(Function):
+    "scatter(x, dim, index, src, reduce): not differentiable (PyTorch raises in backward too; scatter_add is reduce='add' with a gradient)"
+    @staticmethod
+    def forward(ctx, x, src, key, reduce):
+        out = x._data.copy()
+        v = np.asarray(src._data if isinstance(src, Tensor) else src).astype(out.dtype)   # a number in x's dtype
+        _SCATTER_REDUCE[reduce].at(out, key, v)   # unbuffered: a repeated position combines every time
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        raise RuntimeError(f"the derivative of scatter with reduce= is not implemented (as in PyTorch). The op was "
+                           f"called at {_format_origin(ctx._origin)}. For reduce='add', scatter_add computes the same "
+                           f"and has a gradient: x.scatter_add(dim, index, src).")
+
+def _scatter(input:Tensor, dim:int, index, source, reduce, op:str) -> Tensor:
+    "scatter with what it writes already decided: `source` is a tensor or a number."
+    dim = _dim(input, dim, op)
+    idx = _positions(index, op)
+    if isinstance(source, Tensor): source = _leading_src(source, idx, input, op)
+    key = _gather_key(input, dim, idx, op)
+    if reduce is None: return IndexPut.apply(input, source, key, _INTEGER)
+    if reduce not in _SCATTER_REDUCE:
+        raise RuntimeError(f"{op}: reduce must be 'add' or 'multiply' (PyTorch's choices for scatter), got {reduce!r}. "
+                           f"For a sum with a gradient use scatter_add.")
+    if isinstance(source, Tensor):
+        warnings.warn(f"{op}: the reduce argument with a tensor src is deprecated in PyTorch (which warns too). For "
+                      f"reduce='add' use scatter_add, which also has a gradient.", UserWarning, stacklevel=3)
+    return ScatterReduce.apply(input, source, key, reduce)
+
+def scatter(input:Tensor, # the tensor to write into (not modified)
+            dim:int, # the dimension along which `index` names positions
+            index, # int64 or int32 tensor, input's number of dimensions, no larger than src
+            src=None, # a tensor whose leading part of index's shape is written (or a number, as value)
+            *, value=None, # a number written at every position index names, instead of src
+            reduce:str=None, # None overwrites; 'add' or 'multiply' combine (no gradient, as in PyTorch)
+           ) -> Tensor:
+    "input with src's elements (or value) written at the positions index names along dim; out[i][index[i][j]] = src[i][j] for dim=1."
+    return _scatter(input, dim, index, _scatter_value('scatter', src, value), reduce, 'scatter')
+
+Tensor.scatter = scatter
+
+# %% ../nbs/15_indexing.ipynb #19f0566a
+def masked_select(input:Tensor, # the tensor to read from
+                  mask:Tensor, # bool tensor; input and mask broadcast together
+                 ) -> Tensor:
+    "The elements of input where mask is true, in row-major order, as a 1-D tensor."
+    m, made = _bool_mask(mask, 'masked_select')
+    x, m = _with_mask(input, m, made, 'masked_select')
+    return Index.apply(x, (m,), _MASKS)
+
+def nonzero(input:Tensor, # any tensor; an element counts unless it is 0 (NaN counts)
+            *, as_tuple:bool=False, # one 1-D tensor per dimension instead of one (n, ndim) tensor
+           ):
+    "The positions of the nonzero elements of input, in row-major order, as int64: one row of coordinates each."
+    a = input._data
+    if as_tuple:   # a 0-d tensor answers as if it had one element in one dimension (PyTorch's rule)
+        return tuple(Tensor(i.astype(np.int64)) for i in np.nonzero(a.reshape(-1) if a.ndim == 0 else a))
+    return Tensor(np.argwhere(a).astype(np.int64))
+
+Tensor.masked_select, Tensor.nonzero = masked_select, nonzero
+
+# %% ../nbs/15_indexing.ipynb #0a2a183e
+def _wrap_negative(idx:np.ndarray, t:Tensor, dim:int, op:str) -> np.ndarray:
+    "`idx` with negative positions counted from the end of dimension `dim`; an IndexError outside -n..n-1."
+    n = t.shape[dim]
+    if idx.size and (idx.min() < -n or idx.max() >= n):
+        bad = idx[(idx < -n) | (idx >= n)].flat[0]
+        raise IndexError(f"{op}: index {bad} is out of bounds for dimension {dim} with size {n} (valid: {-n}..{n - 1}; "
+                         f"the tensor has shape {t.shape} and was made at {t.origin}).")
+    return np.where(idx < 0, idx + n, idx)
+
+def _vector(index, op:str) -> np.ndarray:
+    "index_fill's and index_copy's index: int64, 1-D or a single number."
+    idx = _positions(index, op, long_only=True)
+    if idx.ndim > 1:
+        raise IndexError(f"{op}: index must be 1-D (or a single number), got shape {idx.shape}.")
+    return idx.reshape(-1)
+
+def index_fill(input:Tensor, # the tensor to fill (not modified)
+               dim:int, # the dimension along which index names slices
+               index, # int64 tensor, 1-D or one number; negative positions count from the end
+               value, # a number or a 0-d tensor
+              ) -> Tensor:
+    "input with every slice along dim that index names set to value."
+    dim = _dim(input, dim, 'index_fill')
+    idx = _wrap_negative(_vector(index, 'index_fill'), input, dim, 'index_fill')
+    if isinstance(value, Tensor) and value.ndim != 0:
+        raise RuntimeError(f"index_fill: value must be a number or a 0-dimensional tensor, got shape {value.shape} "
+                           f"(made at {value.origin}).")
+    return IndexPut.apply(input, value, _along(dim, np.unique(idx)), _INTEGER)   # each slice once: value's gradient counts it once
+
+def index_copy(input:Tensor, # the tensor to copy into (not modified)
+               dim:int, # the dimension along which index names slices
+               index, # int64 tensor, 1-D or one number, of positions 0..n-1
+               source:Tensor, # input's shape, except len(index) along dim; slice j goes to position index[j]
+              ) -> Tensor:
+    "input with slice j of source (along dim) in place of slice index[j]."
+    dim = _dim(input, dim, 'index_copy')
+    idx = _vector(index, 'index_copy')
+    if source.dtype != input.dtype:
+        raise TypeError(f"index_copy: source has dtype {source.dtype} (made at {source.origin}) but the tensor has "
+                        f"{input.dtype}; they must match.")
+    want = input.shape[:dim] + (len(idx),) + input.shape[dim + 1:]
+    if source.shape != want:
+        raise RuntimeError(f"index_copy: source has shape {source.shape} (made at {source.origin}) but must have shape "
+                           f"{want}: the tensor's shape {input.shape} with dimension {dim} replaced by len(index).")
+    _check_range(idx, input, dim, 'index_copy')
+    return IndexPut.apply(input, source, _along(dim, idx), _INTEGER)
+
+Tensor.index_fill, Tensor.index_copy = index_fill, index_copy
+
+# %% ../nbs/15_indexing.ipynb #61d03fc9
+def take(input:Tensor, # the tensor to read from, as if it were 1-D (row-major order)
+         index, # int64 tensor of flat positions; negative ones count from the end; the output has its shape
+        ) -> Tensor:
+    "input.reshape(-1)[index]: input's elements at the flat positions index names, in index's shape."
+    idx = _positions(index, 'take', long_only=True)
+    n = input.numel()
+    if idx.size and (idx.min() < -n or idx.max() >= n):
+        bad = idx[(idx < -n) | (idx >= n)].flat[0]
+        raise IndexError(f"take: index {bad} is out of range for a tensor of {n} elements (shape {input.shape}, made at "
+                         f"{input.origin}); take counts positions in row-major order, from {-n} to {n - 1}.")
+    x = input if input.ndim else input[None]
+    return Index.apply(x, np.unravel_index(np.where(idx < 0, idx + n, idx), x.shape), _INTEGER)
+
+def take_along_dim(input:Tensor, # the tensor to read from
+                   indices, # int64 tensor with input's number of dimensions; broadcasts with input outside dim
+                   dim:int=None, # the dimension to pick along; None flattens input and indices first
+                  ) -> Tensor:
+    "gather(input, dim, indices) after broadcasting input and indices in every dimension but dim."
+    op = 'take_along_dim'
+    idx = _positions(indices, op, name='indices', long_only=True)
+    if dim is None:
+        flat, n = idx.reshape(-1), input.numel()
+        if flat.size and (flat.min() < 0 or flat.max() >= n):
+            bad = flat[(flat < 0) | (flat >= n)][0]
+            raise IndexError(f"{op}: index {bad} is out of range for the {n} elements of the flattened tensor (shape "
+                             f"{input.shape}, made at {input.origin}); without a dim, positions run from 0 to {n - 1}.")
+        return take(input, flat)
+    d = _dim(input, dim, op)
+    if idx.ndim != input.ndim:
+        raise RuntimeError(f"{op}: input and indices must have the same number of dimensions, got input of shape "
+                           f"{input.shape} (made at {input.origin}) and indices of shape {idx.shape}.")
+    drop = lambda s: s[:d] + s[d + 1:]
+    try: rest = np.broadcast_shapes(drop(input.shape), drop(idx.shape))
+    except ValueError:
+        raise RuntimeError(f"{op}: input of shape {input.shape} and indices of shape {idx.shape} must broadcast in "
+                           f"every dimension but dim {d} (input made at {input.origin}).") from None
+    idx = _wrap_negative(idx, input, d, op)
+    x_shape, idx_shape = rest[:d] + (input.shape[d],) + rest[d:], rest[:d] + (idx.shape[d],) + rest[d:]
+    x = input if input.shape == x_shape else input.expand(x_shape)
+    return Index.apply(x, _gather_key(x, d, np.broadcast_to(idx, idx_shape), op), _INTEGER)
+
+Tensor.take, Tensor.take_along_dim = take, take_along_dim
+
+# %% ../nbs/15_indexing.ipynb #b1d1a752
+_scatter_in_place = _inplace(_scatter, 'scatter_')
+_scatter_add_in_place = _inplace(scatter_add, 'scatter_add_')
+_index_add_in_place = _inplace(index_add, 'index_add_')
+_index_copy_in_place = _inplace(index_copy, 'index_copy_')
+_index_fill_in_place = _inplace(index_fill, 'index_fill_')
+_masked_fill_in_place = _inplace(masked_fill, 'masked_fill_')
+
+# Each passes its arguments on positionally: _inplace looks there for a tensor that requires grad.
+@patch
+def scatter_(self:Tensor, dim:int, index, src=None, *, value=None, reduce:str=None) -> Tensor:
+    "In-place `scatter`: writes into this tensor and bumps its version."
+    return _scatter_in_place(self, dim, index, _scatter_value('scatter_', src, value), reduce, 'scatter_')
+
+@patch
+def scatter_add_(self:Tensor, dim:int, index, src:Tensor) -> Tensor:
+    "In-place `scatter_add`: adds into this tensor and bumps its version."
+    return _scatter_add_in_place(self, dim, index, src)
+
+@patch
+def index_add_(self:Tensor, dim:int, index, source:Tensor, *, alpha:float=1) -> Tensor:
+    "In-place `index_add`: adds into this tensor and bumps its version."
+    return _index_add_in_place(self, dim, index, source, alpha)
+
+@patch
+def index_copy_(self:Tensor, dim:int, index, source:Tensor) -> Tensor:
+    "In-place `index_copy`: copies into this tensor and bumps its version."
+    return _index_copy_in_place(self, dim, index, source)
+
+@patch
+def index_fill_(self:Tensor, dim:int, index, value) -> Tensor:
+    "In-place `index_fill`: fills this tensor and bumps its version."
+    return _index_fill_in_place(self, dim, index, value)
+
+@patch
+def masked_fill_(self:Tensor, mask, value) -> Tensor:
+    "In-place `masked_fill`: fills this tensor and bumps its version (the mask must broadcast to its shape)."
+    return _masked_fill_in_place(self, mask, value)

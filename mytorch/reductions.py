@@ -1,4 +1,4 @@
-"""sum, mean, prod, max/min, amax/amin, var/std, logsumexp, norm, argmax/argmin and cumsum: each gradient derived, with what happens to the reduced dims.
+"""sum, mean, prod, max/min, amax/amin, var/std, logsumexp, norm, argmax/argmin, cumsum and cumprod, order statistics and unique: each gradient derived, with what happens to the reduced dims.
 
 Docs: https://mytorch-book.github.io/mytorch/reductions.html.md"""
 
@@ -8,7 +8,8 @@ Docs: https://mytorch-book.github.io/mytorch/reductions.html.md"""
 __all__ = ['Sum', 'sum', 'Mean', 'mean', 'ProdOthers', 'Prod', 'prod', 'return_types', 'MaxDim', 'MinDim', 'Amax', 'Amin', 'max',
            'min', 'amax', 'amin', 'argmax', 'argmin', 'all', 'any', 'isclose', 'allclose', 'equal', 'sort', 'argsort',
            'topk', 'Var', 'Std', 'var', 'std', 'LogSumExp', 'logsumexp', 'Norm2', 'Norm1', 'NormInf', 'norm', 'Cumsum',
-           'ReverseCumsum', 'cumsum']
+           'ReverseCumsum', 'cumsum', 'Cumprod', 'cumprod', 'count_nonzero', 'Kthvalue', 'MedianDim', 'Mode', 'Median',
+           'kthvalue', 'median', 'mode', 'unique', 'unique_consecutive']
 
 # %% ../nbs/13_reductions.ipynb #d15b30c2
 import builtins
@@ -18,7 +19,8 @@ from collections import namedtuple
 import numpy as np
 from .engine import *
 from .scalar import DomainError
-from .elementwise import Sub, Div, Exp, _math, _quiet, _divide, _sign
+from .engine import _plain_backward
+from .elementwise import Sub, Div, Exp, _math, _quiet, _divide, _sign, _has_zero, _where_number
 
 # %% ../nbs/13_reductions.ipynb #a83bc3c5
 def _describe(x) -> str:
@@ -846,3 +848,259 @@ def cumsum(input:Tensor, # the tensor to accumulate
     return Cumsum.apply(input, _one_dim(input, dim, 'cumsum'))
 
 Tensor.cumsum = cumsum
+
+# %% ../nbs/13_reductions.ipynb #44ddb680
+def _reverse_cumsum(v:np.ndarray, dim:int) -> np.ndarray:
+    return np.flip(np.cumsum(np.flip(v, dim), axis=dim), dim)
+
+@np.errstate(over='ignore', invalid='ignore')   # g * y overflowing, as PyTorch's does, quietly
+def _cumprod_grad_first_zero(a:np.ndarray, y:np.ndarray, g:np.ndarray, dim:int) -> np.ndarray:
+    "The gradient of cumprod along `dim` on arrays, O(n) and exact with zeros: the first-zero rule (not differentiable again)."
+    zeros_so_far = np.cumsum(a == 0, axis=dim)
+    before = zeros_so_far == 0                      # i < z (the whole slice if it has no zero)
+    first = (zeros_so_far == 1) & (a == 0)          # i = z
+    out = np.where(before, _reverse_cumsum(g * y, dim) / np.where(before, a, 1), 0)
+    y_skip = np.cumprod(np.where(first, 1, a), axis=dim)   # y with x_z replaced by 1
+    return np.where(first, _reverse_cumsum(g * y_skip, dim), out)
+
+def _prefix_products_of_others(x:Tensor, dim:int) -> Tensor:
+    "M[..., k, i, ...] = prod_{j <= k, j != i} x_j for i <= k, else 0, with k a new dim before `dim` (Tensor ops, O(n^2))."
+    n, rest = x.shape[dim], x.ndim - dim - 1
+    below = (np.arange(n)[:, None] >= np.arange(n)).reshape((1,) * dim + (n, n) + (1,) * rest)   # i <= k
+    rows = Expand.apply(_Reshape.apply(x, x.shape[:dim] + (1,) + x.shape[dim:]), x.shape[:dim] + (n,) + x.shape[dim:])
+    prefixes = _where_number(~below, 1, rows)          # row k is x_0 ... x_k, then ones
+    return ProdOthers.apply(prefixes, (dim + 1,)) * Tensor(below.astype(x._data.dtype), _origin=x._origin)
+
+class Cumprod(Function):
+    "cumprod(x, dim): dx = reverse_cumsum(g * cumprod(x, dim), dim) / x (where x has zeros: the products of the others, without dividing)"
+    @staticmethod
+    def forward(ctx, x, dim):
+        ctx.dim = dim
+        a, acc = x._data, _accumulator(x)
+        y = Tensor(np.cumprod(a, axis=dim, dtype=acc) if a.ndim else a.astype(acc or a.dtype), _origin=x._origin)
+        ctx.save_for_backward(x, y)
+        return y
+    @staticmethod
+    def backward(ctx, g):
+        x, y = ctx.saved_tensors
+        dim = ctx.dim
+        if x.ndim == 0: return g, None
+        if not _has_zero(x._data): return Div.apply(ReverseCumsum.apply(g * y, dim), x), None
+        if _plain_backward(): return Tensor(_cumprod_grad_first_zero(x._data, y._data, g._data, dim)), None
+        g_k = _Reshape.apply(g, x.shape[:dim + 1] + (1,) + x.shape[dim + 1:])   # g_k against every i
+        return Sum.apply(g_k * _prefix_products_of_others(x, dim), (dim,), False), None
+    @staticmethod
+    def jvp(ctx, t, _):
+        x, y = ctx.saved_tensors
+        dim = ctx.dim
+        if x.ndim == 0: return t
+        if not _has_zero(x._data): return y * Cumsum.apply(Div.apply(t, x), dim)
+        t_i = _Reshape.apply(t, x.shape[:dim] + (1,) + x.shape[dim:])          # t_i against every k
+        return Sum.apply(t_i * _prefix_products_of_others(x, dim), (dim + 1,), False)
+
+def cumprod(input:Tensor, # the tensor to accumulate
+            dim:int, # the dim to accumulate along
+            *, dtype=None): # cast the input to this dtype first
+    "The running product along `dim`."
+    input = _cast(input, dtype)
+    return Cumprod.apply(input, _one_dim(input, dim, 'cumprod'))
+
+Tensor.cumprod = cumprod
+
+# %% ../nbs/13_reductions.ipynb #6bb331f9
+def count_nonzero(input:Tensor, # the tensor to count in
+                  dim=None): # an int, a tuple of ints, or None for all dims
+    "The number of nonzero elements over `dim`, as int64; no gradient."
+    if not isinstance(input, Tensor):
+        raise TypeError(f"count_nonzero(): argument 'input' must be Tensor, not {type(input).__name__}.")
+    dims, a = _dims(input, dim, 'count_nonzero'), input._data
+    return Tensor(np.asarray(np.count_nonzero(a, axis=dims) if dims else a != 0, dtype=int64))
+
+Tensor.count_nonzero = count_nonzero
+
+# %% ../nbs/13_reductions.ipynb #67669962
+return_types.kthvalue = namedtuple('kthvalue', ['values', 'indices'], module='mytorch.return_types')
+return_types.median = namedtuple('median', ['values', 'indices'], module='mytorch.return_types')
+return_types.mode = namedtuple('mode', ['values', 'indices'], module='mytorch.return_types')
+
+def _stable_order(a:np.ndarray, axis:int) -> np.ndarray:
+    "The indices that sort `a` along `axis`: ties in their order in the input, nan last."
+    return np.argsort(a, axis=axis, kind='stable')
+
+def _kth_pick(k:int):
+    "The pick (as _select_forward takes it) of the k-th smallest element."
+    return lambda a, axis, keepdims: np.take(_stable_order(a, axis), [k - 1], axis=axis)
+
+def _median_pick(a:np.ndarray, axis:int, keepdims:bool) -> np.ndarray:
+    "The index of the lower median along `axis`, or of the first nan if the slice has one."
+    n = a.shape[axis]
+    nans = np.isnan(a).sum(axis=axis, keepdims=True) if a.dtype.kind == 'f' else np.zeros((1,) * a.ndim, int)
+    rank = np.where(nans > 0, n - nans, (n - 1) // 2)   # the first nan comes after every number
+    return np.take_along_axis(_stable_order(a, axis), np.broadcast_to(rank, nans.shape), axis=axis)
+
+def _mode_pick(a:np.ndarray, axis:int, keepdims:bool) -> np.ndarray:
+    "The index of the last occurrence of the smallest most frequent value along `axis` (each nan its own value)."
+    order = _stable_order(a, axis)
+    s = np.moveaxis(np.take_along_axis(a, order, axis=axis), axis, -1)
+    new = np.ones(s.shape, bool)
+    new[..., 1:] = s[..., 1:] != s[..., :-1]                        # a run of equal values starts here
+    at = np.arange(s.shape[-1])
+    start = np.maximum.accumulate(np.where(new, at, 0), axis=-1)    # where the run of each position began
+    end_of_mode = np.argmax(at - start, axis=-1)                     # the end of the first longest run
+    return np.take_along_axis(order, np.expand_dims(end_of_mode, axis), axis=axis)
+
+class Kthvalue(Function):
+    "kthvalue(x, k, dim) -> (values, indices): dx = g at the returned index along dim, 0 elsewhere"
+    @staticmethod
+    def forward(ctx, x, k, dim, keepdim): return _select_forward(ctx, x, dim, keepdim, _kth_pick(k))
+    @staticmethod
+    def backward(ctx, g, g_indices): return _select_backward(ctx, g), None, None, None
+    @staticmethod
+    def jvp(ctx, t, *_): return _select_jvp(ctx, t)
+
+class MedianDim(Function):
+    "median(x, dim) -> (values, indices): dx = g at the returned index along dim, 0 elsewhere"
+    @staticmethod
+    def forward(ctx, x, dim, keepdim): return _select_forward(ctx, x, dim, keepdim, _median_pick)
+    @staticmethod
+    def backward(ctx, g, g_indices): return _select_backward(ctx, g), None, None
+    @staticmethod
+    def jvp(ctx, t, *_): return _select_jvp(ctx, t)
+
+class Mode(Function):
+    "mode(x, dim) -> (values, indices): dx = g at the returned index along dim, 0 elsewhere"
+    @staticmethod
+    def forward(ctx, x, dim, keepdim): return _select_forward(ctx, x, dim, keepdim, _mode_pick)
+    @staticmethod
+    def backward(ctx, g, g_indices): return _select_backward(ctx, g), None, None
+    @staticmethod
+    def jvp(ctx, t, *_): return _select_jvp(ctx, t)
+
+def _median_mask(x:Tensor, m:np.ndarray) -> np.ndarray:
+    "[x == m] / (number of them), where a nan median matches the nans (PyTorch's even share for median())."
+    hit = (x._data == m) | (np.isnan(x._data) & np.isnan(m)) if x._data.dtype.kind == 'f' else x._data == m
+    return _divide(hit.astype(x._data.dtype), hit.sum(dtype=x._data.dtype))   # no elements: an empty mask
+
+class Median(Function):
+    "median(x): dx = g * [x == median(x)] / sum([x == median(x)])"
+    @staticmethod
+    def forward(ctx, x):
+        a = x._data.reshape(-1)
+        ctx.save_for_backward(x)
+        if a.size == 0: ctx.m = np.asarray(np.nan, a.dtype)   # the median of nothing, under the 'nan' policy
+        else: ctx.m = np.sort(a)[-1 if a.dtype.kind == 'f' and np.isnan(a).any() else (a.size - 1) // 2]
+        return np.asarray(ctx.m, a.dtype)
+    @staticmethod
+    def backward(ctx, g):
+        x, = ctx.saved_tensors
+        return g * Tensor(_median_mask(x, ctx.m), _origin=g._origin)
+    @staticmethod
+    def jvp(ctx, t):
+        x, = ctx.saved_tensors
+        return Sum.apply(t * Tensor(_median_mask(x, ctx.m), _origin=t._origin), tuple(range(x.ndim)), False)
+
+# %% ../nbs/13_reductions.ipynb #9de0cbfd
+def _ordered(input:Tensor, op:str):
+    "Refuse a bool tensor, as PyTorch's kthvalue and median do."
+    if input._data.dtype == bool_:
+        raise NotImplementedError(f"{op} is not implemented for bool tensors, as in PyTorch ({_describe(input)}). "
+                                  "Convert first, e.g. mask.long().")
+
+def _nonempty_dim(input:Tensor, d:int, op:str):
+    if input.ndim and input.shape[d] == 0:
+        raise IndexError(f"{op}(): Expected reduction dim {d} to have non-zero size (PyTorch's error; "
+                         f"{_describe(input)}). Reduce over a non-empty dim, or check for an empty input first.")
+
+def kthvalue(input:Tensor, # the tensor to search
+             k:int, # which smallest: 1 is the minimum
+             dim:int=-1, # the dim to search along
+             keepdim:bool=False): # keep the reduced dim, with size 1
+    "The k-th smallest element along `dim` and where it is, as `(values, indices)`."
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
+        raise TypeError(f"kthvalue(): argument 'k' must be int, not {type(k).__name__}.")
+    _ordered(input, 'kthvalue')
+    d = _one_dim(input, dim, 'kthvalue')
+    _nonempty_dim(input, d, 'kthvalue')
+    n = input.shape[d] if input.ndim else 1
+    if not 1 <= k <= n:
+        raise RuntimeError(f"kthvalue(): selected number k={k} out of range for dim {dim}, which has {n} "
+                           f"element(s) ({_describe(input)}). Use 1 <= k <= {n}.")
+    return return_types.kthvalue(*Kthvalue.apply(input, int(k), d, keepdim))
+
+def median(input:Tensor, # the tensor to reduce
+           dim:int=None, # one dim; None for the median of all the elements
+           keepdim:bool=False): # keep the reduced dim, with size 1
+    "The lower of the two middle values (the middle one of an odd count); with `dim`, along it and where it is, as `(values, indices)`."
+    _ordered(input, 'median')
+    if dim is None:
+        if keepdim: raise TypeError("median(): keepdim=True needs a dim, as in PyTorch.")
+        if input._data.size == 0:
+            if input._data.dtype.kind != 'f':
+                raise RuntimeError(f"median(): the tensor is empty ({_describe(input)}), and an integer tensor has "
+                                   "no nan to return for the median of nothing. Check for an empty input first.")
+            if _math.strict:
+                raise DomainError(f"median(): the tensor is empty ({_describe(input)}), and the median of nothing "
+                                  "is undefined.\n  Fix: check for an empty input before taking the median.\n"
+                                  "  Or accept nan as PyTorch does: mytorch.set_math_policy('nan').")
+        return Median.apply(input)
+    d = _one_dim(input, dim, 'median')
+    _nonempty_dim(input, d, 'median')
+    return return_types.median(*MedianDim.apply(input, d, keepdim))
+
+def mode(input:Tensor, # the tensor to reduce
+         dim:int=-1, # the dim to reduce
+         keepdim:bool=False): # keep the reduced dim, with size 1
+    "The most frequent value along `dim` (the smallest, if several are) and the index of its last occurrence, as `(values, indices)`."
+    d = _one_dim(input, dim, 'mode')
+    _nonempty_dim(input, d, 'mode')
+    return return_types.mode(*Mode.apply(input, d, keepdim))
+
+Tensor.kthvalue, Tensor.median, Tensor.mode = kthvalue, median, mode   # the functionals are the methods
+
+# %% ../nbs/13_reductions.ipynb #032df838
+def _unique(input:Tensor, sort:bool, return_inverse:bool, return_counts:bool, dim, op:str):
+    "The runs of equal elements (or slices along `dim`) of input, sorted first if `sort`: output[, inverse][, counts]."
+    if not isinstance(input, Tensor): raise TypeError(f"{op}(): argument 'input' must be Tensor, not {type(input).__name__}.")
+    a = input._data
+    if dim is None: a, axis = a.reshape(-1), 0
+    else:
+        if isinstance(dim, (bool, np.bool_)) or not isinstance(dim, (int, np.integer)):
+            raise TypeError(f"{op}(): dim must be an int or None, got {type(dim).__name__} {dim!r}.")
+        if a.ndim == 0: raise IndexError(f"{op}(): dim {dim} given, but the tensor has no dims ({_describe(input)}).")
+        axis = _axis(input, dim, op)
+        if a.size == 0 and a.shape[axis]:
+            raise RuntimeError(f"{op}(): there are 0-sized dims, and they aren't selected (PyTorch's error; "
+                               f"{_describe(input)}), so the slices along dim {dim} are all empty.")
+        a = np.moveaxis(a, axis, 0)
+    n = a.shape[0]
+    rows = a.reshape(n, math.prod(a.shape[1:]))
+    order = np.lexsort(rows.T[::-1]) if sort and rows.shape[1] else np.arange(n)   # lexsort: stable, first column first
+    s = rows[order]
+    new = np.ones(n, bool)
+    new[1:] = (s[1:] != s[:-1]).any(axis=1)            # a run starts: nan != nan, so each nan is its own
+    starts = np.flatnonzero(new)
+    out = np.moveaxis(a[order[starts]], 0, axis)
+    results = [Tensor(out)]
+    if return_inverse:
+        inverse = np.empty(n, int64)
+        inverse[order] = np.cumsum(new) - 1
+        results.append(Tensor(inverse.reshape(input.shape) if dim is None else inverse))
+    if return_counts: results.append(Tensor(np.diff(np.append(starts, n)).astype(int64)))
+    return results[0] if len(results) == 1 else tuple(results)
+
+def unique(input:Tensor, # the tensor whose distinct values to find
+           sorted:bool=True, # kept for PyTorch's signature: the output is sorted either way
+           return_inverse:bool=False, # also return, for each element, the index of its value in the output
+           return_counts:bool=False, # also return how many times each value occurs
+           dim:int=None): # compare slices along this dim; None for single elements
+    "The distinct elements (or slices along `dim`), sorted; no gradient."
+    return _unique(input, True, return_inverse, return_counts, dim, 'unique')
+
+def unique_consecutive(input:Tensor, # the tensor whose runs to merge
+                       return_inverse:bool=False, # also return, for each element, the index of its run
+                       return_counts:bool=False, # also return the length of each run
+                       dim:int=None): # compare slices along this dim; None for single elements
+    "The elements (or slices along `dim`) with each run of equal neighbours merged into one; no gradient."
+    return _unique(input, False, return_inverse, return_counts, dim, 'unique_consecutive')
+
+Tensor.unique, Tensor.unique_consecutive = unique, unique_consecutive   # the functionals are the methods

@@ -54,11 +54,44 @@ def _pad(a, widths, value=0):
 def _softmax(x, dim): e = np.exp(x - x.max(dim, keepdims=True)); return e / e.sum(dim, keepdims=True)
 def _sum_dim(a, dim): return np.sum(a, axis=dim, keepdims=True)
 
+
+def _diagonal_embed(a, shape, offset, dim1, dim2):
+    "Zeros of `shape` with `a` (diagonal in its last dim) on diagonal `offset` of dims dim1, dim2: the adjoint of np.diagonal."
+    out = np.zeros(shape)
+    idx = np.indices(shape)
+    on = idx[dim2] - idx[dim1] == offset
+    rest = [d for d in range(len(shape)) if d not in (dim1, dim2)]
+    pos = tuple(i[on] for i in (idx[d] for d in rest)) + (np.minimum(idx[dim1], idx[dim2])[on],)
+    out[on] = a[pos]
+    return out
+
+
+def _segment_sum(a, repeats, dim):
+    "Sums of consecutive runs of `repeats` entries along `dim`: the adjoint of np.repeat."
+    ends = np.cumsum(repeats)
+    return np.stack([np.take(a, np.arange(e - r, e), dim).sum(dim) for r, e in zip(repeats, ends)], dim)
+
+
+def _windows(a, dim, size, step):
+    "Tensor.unfold with NumPy: windows of `size` along `dim`, `step` apart, laid along a new last dim."
+    return np.take(np.lib.stride_tricks.sliding_window_view(a, size, axis=dim), np.arange(0, a.shape[dim] - size + 1, step), dim)
+
+
+def _fold_windows(a, shape, dim, size, step):
+    "The adjoint of _windows: each window added back at its place along `dim`."
+    out = np.zeros(shape)
+    for w in range(a.shape[dim]):
+        for j in range(size):
+            dst = [slice(None)] * len(shape); dst[dim] = w * step + j
+            out[tuple(dst)] += np.take(np.take(a, w, dim), j, -1)
+    return out
+
 x34, a34, b34, p34 = normal(3, 4), normal(3, 4), away_from_zero(3, 4), positive(3, 4)
 x234 = normal(2, 3, 4)
 TIED = np.where(np.arange(12).reshape(3, 4) % 3 == 0, a34, normal(3, 4))   # b == a at a third of the places
 WITH_TIES = np.array([[1., 3., 3., 0.], [2., 2., 2., 2.], [-1., 5., 0., 4.]])   # tied maxima and minima in a row
 T = mytorch
+WELL3 = normal(3, 3) + 3 * np.eye(3)   # a well-conditioned matrix, for inverse and det
 
 # Function name -> (call, inputs, other names the formula uses). Inputs are float64 and named as in the rule.
 CASES = {
@@ -82,6 +115,7 @@ CASES = {
     'Sub': (lambda a, b: a - b, dict(a=a34, b=normal(3, 4)), {}),
     'Tanh': (T.tanh, dict(x=x34), {}),
     'Cumsum': (lambda x: T.cumsum(x, 1), dict(x=x34), dict(dim=1)),
+    'Median': (T.median, dict(x=WITH_TIES), dict(median=lambda a: np.sort(a, axis=None)[(a.size - 1) // 2], sum=np.sum)),
     'ReverseCumsum': (lambda x: T.reductions.ReverseCumsum.apply(x, 1), dict(x=x34), dict(dim=1)),
     'LogSumExp': (lambda x: T.logsumexp(x, (0, 2)), dict(x=x234), _reducing((0, 2), x234)),
     'Norm1': (lambda x: T.norm(x, p=1, dim=1), dict(x=away_from_zero(3, 4)), _reducing((1,), x34)),
@@ -115,6 +149,37 @@ CASES = {
     'Remainder': (T.remainder, dict(x=x34, y=b34), dict(floor_divide=np.floor_divide)),
     'Fmod': (T.fmod, dict(x=x34, y=b34), dict(trunc=np.trunc)),
     'Copy': (lambda x, src: (x * 1.0).copy_(src), dict(x=x34, src=a34), {}),
+    'Floor': (T.floor, dict(x=x34), {}),
+    'Ceil': (T.ceil, dict(x=x34), {}),
+    'Trunc': (T.trunc, dict(x=x34), {}),
+    'Round': (lambda x: T.round(x, decimals=1), dict(x=x34), {}),
+    'Frac': (T.frac, dict(x=x34), {}),
+    'RoundedDiv': (lambda a, b: T.div(a, b, rounding_mode='floor'), dict(a=a34, b=b34), dict(rounding_mode='floor')),
+    'Expm1': (T.expm1, dict(x=x34), dict(expm1=np.expm1)),
+    'Log2': (T.log2, dict(x=p34), {}),
+    'Log10': (T.log10, dict(x=p34), {}),
+    'Atan2': (T.atan2, dict(a=a34, b=b34), {}),
+    'Hypot': (T.hypot, dict(a=a34, b=b34), dict(hypot=np.hypot)),
+    'Lerp': (T.lerp, dict(a=a34, b=x34, w=normal(3, 4)), {}),
+    'NanToNum': (T.nan_to_num, dict(x=np.where(TIED > 1, np.inf, np.where(TIED < -1, np.nan, x34))), dict(isfinite=np.isfinite)),
+    'Diagonal': (lambda x: T.diagonal(x, 1, 2, 0), dict(x=x234.transpose(2, 0, 1)),
+                 dict(offset=1, dim1=2, dim2=0, diagonal_embed=_diagonal_embed)),
+    'DiagonalEmbed': (lambda x: T.diag_embed(x, -1, 0, 2), dict(x=normal(2, 3)),
+                      dict(offset=-1, dim1=0, dim2=2, diagonal=np.diagonal)),
+    'Roll': (lambda x: T.roll(x, (1, -2), (0, 2)), dict(x=x234), dict(shifts=np.array([1, -2]), dims=(0, 2), roll=np.roll)),
+    'RepeatInterleave': (lambda x: T.repeat_interleave(x, T.tensor([2, 0, 3]), 1), dict(x=normal(2, 3)),
+                         dict(repeats=[2, 0, 3], dim=1, segment_sum=_segment_sum)),
+    'SegmentSum': (lambda x: T.shape.SegmentSum.apply(x, (2, 0, 3), 1), dict(x=normal(2, 5)),
+                   dict(repeats=[2, 0, 3], dim=1, repeat_interleave=np.repeat)),
+    'Unfold': (lambda x: x.unfold(1, 3, 2), dict(x=normal(2, 7)), dict(dim=1, size=3, step=2, fold_windows=_fold_windows)),
+    'FoldWindows': (lambda x: T.shape.FoldWindows.apply(x, (2, 7), 1, 3, 2), dict(x=normal(2, 3, 3)),
+                    dict(dim=1, size=3, step=2, unfold=_windows)),
+    'Addmm': (lambda m, a, b: T.addmm(m, a, b, beta=0.5, alpha=-2.0), dict(input=normal(2, 3), mat1=normal(2, 4), mat2=normal(4, 3)),
+              dict(beta=0.5, alpha=-2.0)),
+    'Cross': (lambda a, b: T.cross(a, b, dim=1), dict(a=normal(4, 3), b=normal(4, 3)),
+              dict(dim=1, cross=lambda a, b, dim: np.cross(a, b, axis=dim))),
+    'Inverse': (T.inverse, dict(x=WELL3), dict(y=np.linalg.inv(WELL3))),
+    'Det': (T.det, dict(x=WELL3), dict(y=np.linalg.det(WELL3), inverse=np.linalg.inv)),
     # cases for prose rules that parse, so that their not evaluating is shown, not assumed
     'Repeat': (lambda x: x.repeat(2, 1), dict(x=x34), dict(reps=(2, 1))),
     'Var': (lambda x: T.var(x, 1), dict(x=x34), dict(_reducing((1,), x34), c=1)),   # a formula since 'expand(g) * 2 * (...)'
@@ -124,10 +189,15 @@ CASES = {
 # Rules whose docstring is prose, not a formula NumPy can evaluate, and why (the fix is in the report).
 PROSE_ONLY = {
     'FloorDivide': "not differentiable: its backward raises, as in PyTorch",
+    'ViewScatter': "'b with its view spec replaced by r' is words; spec is a recipe for a view, not an array",
     'Fill': "dv is 'g (summed to v's shape)': words; sum_to(g, v.shape) would say it",
     'ToCopy': "g.to(x.dtype) is a Tensor method; NumPy arrays have no .to",
     'MaxDim': "'g at the returned index along dim, 0 elsewhere': words",
     'MinDim': "'g at the returned index along dim, 0 elsewhere': words",
+    'Kthvalue': "'g at the returned index along dim, 0 elsewhere': words",
+    'MedianDim': "'g at the returned index along dim, 0 elsewhere': words",
+    'Mode': "'g at the returned index along dim, 0 elsewhere': words",
+    'Cumprod': "'(where x has zeros: the products of the others, without dividing)' follows the expression",
     'NormInf': "'|x|' is not an expression, and '(number of ties)' is words",
     'Prod': "', the product of the other elements of each slice' follows the expression",
     'ProdOthers': "'*d with d_e := g' is notation for replacing one argument",
@@ -138,6 +208,7 @@ PROSE_ONLY = {
     'Index': "index_accumulate is described in words after the expression",
     'IndexAccumulate': "the op itself is described in words before the rule",
     'IndexPut': "'x with x[key] = v;' describes the op before the rule",
+    'ScatterReduce': "not differentiable: its backward raises, as in PyTorch (scatter_add is reduce='add' with a gradient)",
     'Einsum': "the subscripts are written by example, 'o,s_k (k != i)->s_i'",
     'Gelu': "two rules in one docstring (exact and 'tanh'), with Phi, phi, t, k, c undefined",
     'Elu': "a where-clause",

@@ -38,8 +38,6 @@ TIMEOUT_S = 60   # per program
 # What diverges today, program by program (the PyTorch behaviour in brackets). Fixing mytorch makes the
 # strict xfail fail: then remove the entry.
 DIVERGES = {
-    "p32_topk_sort_scatter": "scatter_ (for one-hot) and diag do not exist, functions or methods; topk, sort and "
-        "argsort now match [PyTorch has them all]",
 }
 
 

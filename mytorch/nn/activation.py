@@ -391,7 +391,7 @@ def _check_gelu_form(approximate):
     if approximate not in _GELU_FORMS:
         raise RuntimeError(f"gelu: approximate argument must be either none or tanh, got {approximate!r}.")
 
-def gelu(input:Tensor, approximate:str='none') -> Tensor:
+def gelu(input:Tensor, *, approximate:str='none') -> Tensor:
     "input * Phi(input), Phi the standard normal CDF; approximate='tanh' uses the tanh formula"
     _check_float(input, 'gelu')
     _check_gelu_form(approximate)

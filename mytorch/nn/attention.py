@@ -96,16 +96,33 @@ def _check_qkv(q, k, v, who:str) -> tuple:
         raise RuntimeError(f"{who}: the batch dims (all but the last two) of query {q.shape[:-2]}, key {k.shape[:-2]} "
                            f"and value {v.shape[:-2]} do not broadcast.") from None
 
+def _share_heads(query:Tensor, t:Tensor, name:str, who:str) -> Tensor:
+    "Key or value with each of its heads (dim -3) repeated for the query heads it serves: grouped-query attention."
+    if query.ndim < 3 or t.ndim < 3:
+        raise IndexError(f"{who}: enable_gqa=True groups heads along dim -3, so query, key and value need at least 3 dims "
+                         f"(..., heads, length, features); got query {_describe(query)} and {name} {_describe(t)}.")
+    hq, h = query.shape[-3], t.shape[-3]
+    if hq % h:
+        raise RuntimeError(f"{who}: Number of heads in key and value must divide the number of heads in query; query has "
+                           f"{hq} heads, {name} has {h}.")
+    group = hq // h
+    if group == 1: return t
+    shape = t.shape
+    return t.unsqueeze(-3).expand(*shape[:-2], group, *shape[-2:]).reshape(*shape[:-3], hq, *shape[-2:])
+
 def scaled_dot_product_attention(query:Tensor, # (..., L, E)
                                  key:Tensor, # (..., S, E)
                                  value:Tensor, # (..., S, Ev)
                                  attn_mask:Tensor=None, # broadcasts to (..., L, S): bool (True = attend) or float (added)
                                  dropout_p:float=0.0, # dropout on the weights (applied whenever > 0)
                                  is_causal:bool=False, # query i attends to keys 0..i only
-                                 scale:float=None, # default 1/sqrt(E)
-                                 *, generator=None) -> Tensor: # the mytorch.Generator for the dropout mask
+                                 *, scale:float=None, # default 1/sqrt(E)
+                                 enable_gqa:bool=False, # key and value may have fewer heads (dim -3) than query
+                                 generator=None) -> Tensor: # the mytorch.Generator for the dropout mask
     "softmax(query @ key^T * scale + mask) @ value: PyTorch's F.scaled_dot_product_attention, (..., L, Ev)."
     who = 'scaled_dot_product_attention'
+    if enable_gqa:
+        key, value = _share_heads(query, key, 'key', who), _share_heads(query, value, 'value', who)
     batch = _check_qkv(query, key, value, who)
     _check_p(dropout_p)
     L, S = query.shape[-2], key.shape[-2]
@@ -322,7 +339,7 @@ class TransformerEncoderLayer(Module):
                  nhead:int, # attention heads; must divide d_model
                  dim_feedforward:int=2048, # the hidden width of the feed-forward block
                  dropout:float=0.1, # after attention, inside and after the feed-forward block, and on the weights
-                 activation='relu', # 'relu', 'gelu' or a callable
+                 activation=relu, # F.relu (PyTorch's default), 'relu', 'gelu' or a callable
                  layer_norm_eps:float=1e-5,
                  batch_first:bool=False, # (N, S, d_model) instead of (S, N, d_model)
                  norm_first:bool=False, # pre-norm instead of post-norm

@@ -179,7 +179,8 @@ _UNINITIALIZED = ("it belongs to a lazy layer (such as Linear(out_features)) who
 
 class UninitializedParameter(Parameter):
     "A lazy layer's parameter before its first forward: a dtype and requires_grad, but no shape or values yet."
-    def __init__(self, requires_grad:bool=True, dtype=None):
+    def __init__(self, requires_grad:bool=True, device=None, dtype=None):
+        if device is not None: _check_device(device, 'UninitializedParameter')
         super().__init__(Tensor(np.empty(0, dtype=_default.dtype if dtype is None else dtype)), requires_grad)
 
     def materialize(self, shape:tuple, dtype=None):

@@ -348,7 +348,7 @@ def avg_pool2d(input:Tensor, # (N, C, H, W) or (C, H, W)
     return _avg_pool(input, 2, 'avg_pool2d', kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
 
 def avg_pool1d(input:Tensor, # (N, C, L) or (C, L)
-               kernel_size, stride=None, padding=0, ceil_mode:bool=False, count_include_pad:bool=True):
+               kernel_size, stride=(), padding=0, ceil_mode:bool=False, count_include_pad:bool=True):
     "The mean over each window of the last dimension."
     return _avg_pool(input, 1, 'avg_pool1d', kernel_size, stride, padding, ceil_mode, count_include_pad)
 

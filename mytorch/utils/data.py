@@ -19,7 +19,7 @@ import re
 import warnings
 import numpy as np
 from ..engine import *
-from ..creation import Generator, as_tensor, _rng
+from ..creation import Generator, default_generator, as_tensor, _rng
 import mytorch.elementwise, mytorch.reductions, mytorch.shape, mytorch.indexing, mytorch.linalg  # every Part II op on the tensors this module hands out
 from ..shape import stack
 import mytorch.indexing  # Tensor.__getitem__, which TensorDataset and the batched gather use
@@ -123,7 +123,7 @@ def _split_lengths(n:int, lengths:list) -> list:
 
 def random_split(dataset, # any map-style dataset
                  lengths, # ints adding up to len(dataset), or fractions adding up to 1
-                 generator:Generator=None, # the shuffle's source (default: the default generator)
+                 generator:Generator=default_generator, # the shuffle's source
                 ) -> list:
     "Disjoint random `Subset`s of `dataset` with the given lengths."
     lengths = _split_lengths(len(dataset), list(lengths))
