@@ -19,11 +19,16 @@ $(BIN)/.book-installed: pyproject.toml setup.py $(wildcard kernels/*.pyx)
 	$(BIN)/python setup.py -q build_ext --inplace
 	touch $@
 
-# The test environment adds pytest, hypothesis, Playwright, build and torch (CPU, pinned:
-# pip takes it from this machine's disk), Debian's Chromium for the browser tests and Graphviz
-# (`dot`) so that both of draw_graph's layouts are tested.
-$(BIN)/.test-installed: $(BIN)/.book-installed
+# The Python side of the test environment: pytest, hypothesis, Playwright, build and torch (CPU,
+# pinned: pip takes it from this machine's disk). `make lab` needs it too, for the chapters' cells
+# that compare with PyTorch.
+$(BIN)/.lab-installed: $(BIN)/.book-installed
 	$(BIN)/pip install -q -e ".[book,test]" --no-build-isolation
+	touch $@
+
+# The test environment adds Debian's Chromium for the browser tests and Graphviz (`dot`) so that
+# both of draw_graph's layouts are tested.
+$(BIN)/.test-installed: $(BIN)/.lab-installed
 	missing=""; command -v chromium >/dev/null || missing="chromium"; command -v dot >/dev/null || missing="$$missing graphviz"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
@@ -44,9 +49,7 @@ book: $(BIN)/.book-installed
 # that runs JupyterLab), preferred to any of that name in ~/.local. LAB_ARGS adds options, e.g.
 # make lab LAB_ARGS="--port=8890 --no-browser".
 LAB_ARGS ?=
-NO_TORCH := Note: PyTorch is not installed in $(VENV), so the chapters' cells that compare with it (\#| torch) will fail; the test environment has it.
-lab: $(BIN)/.book-installed
-	@$(BIN)/python -c "import importlib.util as u, sys; sys.exit(u.find_spec('torch') is None)" || echo "$(NO_TORCH)" >&2
+lab: $(BIN)/.lab-installed
 	JUPYTER_PREFER_ENV_PATH=1 $(BIN)/jupyter lab --notebook-dir=nbs --ServerApp.ip=localhost \
 	  $$([ "$$(id -u)" = 0 ] && echo --allow-root) $(LAB_ARGS)
 

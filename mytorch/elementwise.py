@@ -17,6 +17,7 @@ __all__ = ['clip', 'get_math_policy', 'set_math_policy', 'Neg', 'Sub', 'Div', 'a
 
 # %% ../nbs/12_elementwise.ipynb #76aeadac
 import builtins
+import inspect
 import numpy as np
 from .engine import *
 from .engine import _operands, _binary, _broadcast_check, _grad_mode, _default, _format_origin
@@ -197,7 +198,7 @@ def _scaled(input, other, alpha, op:str):
     if dt == bool_: return other if alpha else (other * False)   # in bool arithmetic a nonzero alpha is True
     return other * alpha
 
-def add(input:Tensor, other, alpha=1) -> Tensor:
+def add(input:Tensor, other, *, alpha=1) -> Tensor:
     "input + alpha * other, elementwise"
     other = _scaled(input, other, alpha, 'add')
     return Add.apply(*_operands(input, other, 'add', functional=True))
@@ -213,7 +214,7 @@ def _no_bool_subtraction(a, b):
         raise TypeError("subtraction, the `-` operator, is not defined for a bool operand. To invert a mask use "
                         "`~mask` or logical_not(mask); for arithmetic convert it first, e.g. mask.long() or mask.float().")
 
-def sub(input:Tensor, other, alpha=1) -> Tensor:
+def sub(input:Tensor, other, *, alpha=1) -> Tensor:
     "input - alpha * other, elementwise"
     _no_bool_subtraction(input, other)
     other = _scaled(input, other, alpha, 'sub')
@@ -223,7 +224,7 @@ def mul(input:Tensor, other) -> Tensor:
     "input * other, elementwise"
     return Mul.apply(*_operands(input, other, 'multiply', functional=True))
 
-def div(input:Tensor, other, rounding_mode=None) -> Tensor:
+def div(input:Tensor, other, *, rounding_mode=None) -> Tensor:
     "input / other, elementwise: true division, or rounded towards zero ('trunc') or down ('floor')"
     if rounding_mode is not None:
         if rounding_mode not in ('trunc', 'floor'):
@@ -902,9 +903,9 @@ def _remainder(ad:np.ndarray, bd:np.ndarray) -> np.ndarray:
     m = np.fmod(ad, bd)
     return np.where((m != 0) & ((bd < 0) != (m < 0)), m + bd, m)
 
-@np.errstate(divide='ignore', invalid='ignore')
+@np.errstate(divide='ignore', over='ignore', invalid='ignore')
 def _trunc_quotient(ad:np.ndarray, bd:np.ndarray) -> np.ndarray:
-    "trunc(a / b), the quotient fmod leaves its remainder from (the gradient of fmod in b needs it)."
+    "trunc(a / b), the quotient in fmod's gradient in b (fmod's own remainder can come from a quotient one less, where a / b rounds up to an integer)."
     return np.trunc(ad / bd)
 
 def _check_divisor(op:str, a:Tensor, b:Tensor):
@@ -1044,6 +1045,18 @@ def _inplace_tangent(self:Tensor, r:Tensor):
     self._fw_grad = t
     if t is not None: _register_dual(self)
 
+def _inplace_function(method, fn, name:str):
+    "PyTorch's in-place functional form (F.relu_) of a functional `fn` with an `inplace=` switch: fn's parameters less the switch."
+    sig = inspect.signature(fn)
+    sig = sig.replace(parameters=[p for p in sig.parameters.values() if p.name != 'inplace'])
+    def function(*args, **kwargs):
+        bound = sig.bind(*args, **kwargs)   # PyTorch's names (F.relu_(input=x)); inplace= is refused
+        return method(*bound.args, **bound.kwargs)
+    function.__signature__ = sig
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = f"In-place {fn.__name__}: writes the result into `input` and bumps its version."
+    return function
+
 def _inplace(fn, name:str, result_dtype=None):
     """The in-place method `name` built from the out-of-place op `fn`, with PyTorch's contract. `result_dtype(self, *args,
     **kwargs)`, if given, tells the result's dtype before anything is computed, so a cast that must fail fails first."""
@@ -1084,13 +1097,14 @@ def _inplace(fn, name:str, result_dtype=None):
         return self
     method.__name__, method.__qualname__ = name, f"Tensor.{name}"
     method.__doc__ = f"In-place {fn.__name__}: writes the result into this tensor and bumps its version."
+    if 'inplace' in inspect.signature(fn).parameters: return _inplace_function(method, fn, name)
     return method
 
 for _fn in (add, sub, mul, pow, clamp, exp, log, log1p, sqrt, rsqrt, neg, abs, sign, sin, cos, tanh, sigmoid,
             relu, reciprocal, square):
     setattr(Tensor, _fn.__name__ + '_', _inplace(_fn, _fn.__name__ + '_'))
 
-def _true_division_dtype(self, other=None, rounding_mode=None):
+def _true_division_dtype(self, other=None, *, rounding_mode=None):
     "The dtype of self / other when it is known before dividing: true division of integers is floating point."
     if rounding_mode is None and self._data.dtype.kind in 'iub': return _default.dtype
     return None
@@ -1132,12 +1146,14 @@ class Copy(Function):
         return (Tensor(np.zeros(g.shape, g.dtype)) if ctx.needs_input_grad[0] else None), g
     linear = True   # in (x, src) together: the tangent is the source's, cast and broadcast
 
-def _copy(input:Tensor, src) -> Tensor:
-    "src broadcast to input's shape and cast to its dtype, as a new tensor in the graph (copy_ writes it into input)."
-    if _is_number(src) or isinstance(src, (bool, np.bool_)): src = Tensor(np.asarray(src), _origin=input._origin)
-    if not isinstance(src, Tensor):
-        raise TypeError(f"copy_(): argument 'src' must be a Tensor or a number, not {type(src).__name__}.")
-    return Copy.apply(input, src)
+def _copy(input:Tensor, other, non_blocking:bool=False) -> Tensor:
+    "other broadcast to input's shape and cast to its dtype, as a new tensor in the graph (copy_ writes it into input)."
+    # PyTorch's parser calls the source `other` (its documentation says src); non_blocking matters only for a copy
+    # between devices, and every MyTorch copy is on the CPU and done when copy_ returns
+    if _is_number(other) or isinstance(other, (bool, np.bool_)): other = Tensor(np.asarray(other), _origin=input._origin)
+    if not isinstance(other, Tensor):
+        raise TypeError(f"copy_(): argument 'other' must be a Tensor or a number, not {type(other).__name__}.")
+    return Copy.apply(input, other)
 _copy.__name__ = 'copy'
 
 Tensor.copy_ = _inplace(_copy, 'copy_')
@@ -1492,7 +1508,7 @@ class NanToNum(Elementwise):
         x, = ctx.saved_tensors
         return np.isfinite(x._data)
 
-def nan_to_num(input:Tensor, nan=0.0, posinf=None, neginf=None) -> Tensor:
+def nan_to_num(input:Tensor, nan=None, posinf=None, neginf=None) -> Tensor:
     "input with nan, +inf and -inf replaced (by 0 and the dtype's largest finite numbers, by default)"
     for name, v in (('nan', nan), ('posinf', posinf), ('neginf', neginf)):
         if v is not None and not _is_number(v):

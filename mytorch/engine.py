@@ -59,13 +59,22 @@ class set_grad_enabled:
             with set_grad_enabled(mode): return fn(*args, **kwargs)
         return wrapper
 
-class no_grad(set_grad_enabled):
-    "Context manager and decorator: ops inside do not record a graph."
-    def __init__(self): super().__init__(False)
+class _FixedMode(set_grad_enabled):
+    "A mode that also decorates without parentheses, `@no_grad` as well as `@no_grad()`, as PyTorch's do."
+    _mode = None   # the subclass's
+    def __new__(cls, orig_func=None):
+        if orig_func is not None: return cls()(orig_func)   # used bare: orig_func is the function to decorate
+        return super().__new__(cls)
+    def __init__(self, orig_func=None): super().__init__(self._mode)
 
-class enable_grad(set_grad_enabled):
+class no_grad(_FixedMode):
+    "Context manager and decorator: ops inside do not record a graph."
+    _mode = False
+    def __init__(self): super().__init__()   # PyTorch's signature, no_grad()
+
+class enable_grad(_FixedMode):
     "Context manager and decorator: ops inside record a graph, even within `no_grad`."
-    def __init__(self): super().__init__(True)
+    _mode = True
 
 # %% ../nbs/10_engine.ipynb #57b194f1
 _LIB_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep if '__file__' in globals() else '\0'
@@ -117,7 +126,7 @@ def get_default_dtype() -> np.dtype:
     "The dtype of tensors made from Python floats (float32, as in PyTorch)."
     return _default.dtype
 
-def set_default_dtype(d):
+def set_default_dtype(d, /):   # positional-only, as in PyTorch
     "Set the dtype of tensors made from Python floats: float32 or float64."
     d = np.dtype(d)
     if d.kind != 'f': raise TypeError(f"the default dtype must be a floating-point dtype, got {d}.")
@@ -191,18 +200,18 @@ class Tensor:
                              f"({self._data.size} elements), made at {self.origin}. Index or reduce it first.")
         return self._data.item()
 
-    def numpy(self) -> np.ndarray:
-        "The NumPy array behind this tensor (shared memory, as in PyTorch)."
-        if self.requires_grad:
+    def numpy(self, *, force:bool=False) -> np.ndarray:
+        "The NumPy array behind this tensor (shared memory, as in PyTorch); `force=True` allows one that requires grad."
+        if self.requires_grad and not force:
             raise RuntimeError("can't call numpy() on a tensor that requires grad, since writes to the array would "
-                               "bypass autograd. Use tensor.detach().numpy() instead.")
+                               "bypass autograd. Use tensor.detach().numpy() (or numpy(force=True)) instead.")
         return self._data
 
     def tolist(self): return self._data.tolist()
 
-    def new_tensor(self, data, dtype=None, requires_grad:bool=False) -> 'Tensor':
+    def new_tensor(self, data, *, dtype=None, device=None, requires_grad:bool=False) -> 'Tensor':
         "A new leaf holding a copy of `data`, with this tensor's dtype unless `dtype` is given."
-        return tensor(data, dtype=self.dtype if dtype is None else dtype, requires_grad=requires_grad)
+        return tensor(data, dtype=self.dtype if dtype is None else dtype, device=device, requires_grad=requires_grad)
 
     # --- cutting from the graph ---
     def detach(self) -> 'Tensor':
@@ -258,11 +267,20 @@ def _infer_dtype(data):
     raise TypeError(f"tensor() takes numbers, nested lists of numbers or arrays; got {type(data).__name__} "
                     f"whose elements are {arr.dtype}.")
 
+def _check_cpu(device, op:str):
+    "Refuse a device other than the CPU, the only one MyTorch has: 'cpu', 'cpu:0' and device objects of type cpu pass."
+    if device is None or str(device).split(':')[0] == 'cpu': return
+    raise RuntimeError(f"{op}: MyTorch runs on the CPU only, so it cannot put a tensor on device '{device}'. "
+                       "Use device='cpu' (or leave it out); code that picks its device with "
+                       "`'cuda' if mytorch.cuda.is_available() else 'cpu'` gets the CPU automatically.")
+
 def tensor(data, # a number, a nested list of numbers, a NumPy array or a Tensor
-           dtype=None, # float32 (the default for floats), float64, int64, bool, ...
+           *, dtype=None, # float32 (the default for floats), float64, int64, bool, ...
+           device=None, # must be the CPU ('cpu', the default)
            requires_grad:bool=False, # record operations on it for backward
           ) -> Tensor:
     "A new leaf tensor holding a copy of `data`."
+    _check_cpu(device, 'tensor()')
     if isinstance(data, Tensor): data = data._data
     try:
         dt = np.dtype(dtype) if dtype is not None else _infer_dtype(data)
@@ -847,6 +865,18 @@ def _summed(hits:list):
         out[k] = (leaf, g) if k not in out else (leaf, out[k][1] + g)
     return out.values()
 
+def _nodes_to_run(order:list, wanted:dict, captured:set) -> set:
+    "The nodes with a path to a wanted input: a leaf in `wanted`, or an output of a node in `captured`."
+    run = set()   # `order` lists each node after the nodes it sends gradients to, so their answers are known
+    for node in order:
+        for e in node.edges:
+            if e is None: continue
+            target = e[0]
+            if (target in run or target in captured) if type(target) is Node else id(target) in wanted:
+                run.add(node)
+                break
+    return run
+
 def _accumulate_into(buf, key, n, nr, g):
     slot = buf.get(key)
     if slot is None: slot = buf[key] = [None] * n
@@ -859,10 +889,6 @@ def run_backward(roots:tuple, # output tensors to differentiate
                  inputs:tuple=None): # if given, return d/d(inputs) instead of accumulating into .grad
     "The engine: propagate `grads` from `roots` back through the graph."
     capture = None if inputs is None else {}
-    if inputs is not None:
-        wanted = {}
-        for k, t in enumerate(inputs):
-            wanted[id(t) if t.grad_fn is None else (t.grad_fn, t._output_nr)] = k
     buf, leaf_hits = {}, []
     root_nodes = []
     for r, g in zip(roots, grads):
@@ -871,23 +897,31 @@ def run_backward(roots:tuple, # output tensors to differentiate
         else:
             _accumulate_into(buf, r.grad_fn, r.grad_fn.n_outputs, r._output_nr, g)
             root_nodes.append(r.grad_fn)
+    order, run, captured = _topological_nodes(root_nodes), None, ()
+    if inputs is not None:   # only the nodes on a path to an input run, as in PyTorch
+        wanted = {}
+        for k, t in enumerate(inputs):
+            wanted[id(t) if t.grad_fn is None else (t.grad_fn, t._output_nr)] = k
+        captured = {key[0] for key in wanted if type(key) is tuple}   # the nodes that made the wanted non-leaves
+        run = _nodes_to_run(order, wanted, captured)
     prev_mode, prev_pin = _grad_mode.enabled, (_pin.active, _pin.origin)
     _grad_mode.enabled, _pin.origin = create_graph, None
     # Every op a library rule makes gets the origin the frame walk finds: the reader's line that asked for
     # the gradients. It is found by the first such op and reused by the rest (a custom Function's rule walks).
     try:
-        for node in reversed(_topological_nodes(root_nodes)):
+        for node in reversed(order):
             slot = buf.pop(node, None)
-            if slot is None: continue
+            if slot is None or (run is not None and node not in run and node not in captured): continue
             if node._hooks is not None:   # a tensor's hooks see its summed gradient, before .grad keeps it and backward uses it
                 for nr, hooks in node._hooks.items():
                     if slot[nr] is not None and hooks: slot[nr] = _run_hooks(hooks, slot[nr])
-            for nr, t in node._retained.items():
-                if slot[nr] is not None: t.grad = slot[nr] if create_graph else slot[nr].detach()
+            for nr, t in node._retained.items():   # a retained gradient accumulates, as a leaf's does
+                if slot[nr] is not None: _deliver(t, slot[nr], create_graph)
             if capture is not None:
                 for nr, g in enumerate(slot):
                     k = wanted.get((node, nr))
                     if k is not None and g is not None: capture[k] = g
+                if node not in run: continue   # a wanted non-leaf whose own inputs are not wanted: done here
             if node._materialize:
                 slot = [g if g is not None else Tensor(np.zeros(s, dtype=d), _origin=node._origin)
                         for g, (s, d) in zip(slot, node._out_meta)]
@@ -926,7 +960,7 @@ def run_backward(roots:tuple, # output tensors to differentiate
         _grad_mode.enabled, (_pin.active, _pin.origin) = prev_mode, prev_pin
 
 def _deliver(leaf, g, create_graph):
-    "Accumulate `g` into `leaf.grad` (a private copy the first time, so no two leaves share storage)."
+    "Accumulate `g` into `leaf.grad` (a private copy the first time, so no two leaves share storage); also retained non-leaves."
     if leaf.grad is None:
         leaf.grad = g if create_graph else Tensor(np.array(g._data, copy=True), _origin=leaf._origin)
     elif create_graph: leaf.grad = leaf.grad + g
@@ -937,8 +971,9 @@ def _deliver(leaf, g, create_graph):
 def backward(self:Tensor,
              gradient:Tensor=None, # d(loss)/d(self); may be omitted for a one-element tensor
              retain_graph:bool=None, # keep the graph for another backward (default: create_graph)
-             create_graph:bool=False): # record the backward pass, for higher-order derivatives
-    "Compute the gradient of this tensor with respect to every leaf that requires grad, into `.grad`."
+             create_graph:bool=False, # record the backward pass, for higher-order derivatives
+             inputs=None): # a tensor or tensors to accumulate into, instead of every leaf
+    "Compute the gradient of this tensor with respect to every leaf that requires grad (or `inputs`), into `.grad`."
     if not self.requires_grad:
         raise RuntimeError(f"this tensor does not require grad and has no grad_fn, so there is nothing to "
                            f"differentiate (shape {self.shape}, made at {self.origin}). Create the inputs with "
@@ -953,8 +988,25 @@ def backward(self:Tensor,
     if gradient.shape != self.shape:
         raise RuntimeError(f"backward's gradient has shape {gradient.shape} but the tensor has shape {self.shape} "
                            f"(made at {self.origin}); they must match.")
-    run_backward((self,), (gradient,), retain_graph=create_graph if retain_graph is None else retain_graph,
-                 create_graph=create_graph)
+    retain = create_graph if retain_graph is None else retain_graph
+    if inputs is None:
+        run_backward((self,), (gradient,), retain_graph=retain, create_graph=create_graph)
+        return
+    inputs = _backward_inputs(inputs)
+    grads = run_backward((self,), (gradient,), retain_graph=retain, create_graph=create_graph, inputs=inputs)
+    for t, g in zip(inputs, grads):   # a retained input has its gradient already, from the engine
+        if g is not None and not t._retains_grad: _deliver(t, g, create_graph)
+
+def _backward_inputs(inputs) -> tuple:
+    "backward's `inputs=`, a tensor or a sequence of them, as a tuple with each tensor once; an error for one without a gradient."
+    inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
+    if not inputs: raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
+    for i, t in enumerate(inputs):
+        if not isinstance(t, Tensor): raise RuntimeError(f"backward: inputs must be tensors, but inputs[{i}] is {type(t).__name__}.")
+        if not t.requires_grad:
+            raise RuntimeError(f"backward: inputs[{i}] (shape {t.shape}, made at {t.origin}) does not require grad, so "
+                               "it cannot have a gradient; create it with requires_grad=True or leave it out.")
+    return tuple({id(t): t for t in inputs}.values())   # a tensor listed twice gets its gradient once, as in PyTorch
 
 # %% ../nbs/10_engine.ipynb #3f7c93e8
 _hook_ids = iter(range(1, 1 << 62))

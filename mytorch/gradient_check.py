@@ -154,7 +154,7 @@ def gradcheck(f, # function of the inputs returning a Value, a tensor, or a tupl
     return True
 
 # %% ../nbs/02_gradient_check.ipynb #68df6be5
-ROUNDING_FACTOR = 3.0   # c of c*sqrt(n)*eps*scale: ten standard deviations of the random-walk model above
+ROUNDING_FACTOR = 3.0   # c of c*sqrt(n)*eps*scale: 3 * 2*sqrt(3), about ten standard deviations of the random-walk model
 
 def _precision(dtype, where:str) -> tuple:
     "(name, machine epsilon) of a float dtype given by name, as a NumPy/PyTorch dtype or scalar type, or as an array."

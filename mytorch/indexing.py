@@ -466,8 +466,13 @@ def _leading_src(src:Tensor, idx:np.ndarray, input:Tensor, op:str) -> Tensor:
 def gather(input:Tensor, # the tensor to read from
            dim:int, # the dimension along which `index` picks positions
            index, # integer tensor, same number of dimensions as input; the output has its shape
+           *, sparse_grad:bool=False, # PyTorch's sparse gradient for input: MyTorch has no sparse tensors
           ) -> Tensor:
     "out[i][j] = input[i][index[i][j]] for dim=1 (and likewise for other dims)."
+    if sparse_grad:
+        raise NotImplementedError("gather(sparse_grad=True): MyTorch has no sparse tensors, so the gradient of gather "
+                                  "is always a dense tensor of input's shape. Leave sparse_grad=False; the values "
+                                  "gathered are the same either way.")
     dim = _dim(input, dim, 'gather')
     return Index.apply(input, _gather_key(input, dim, _positions(index, 'gather'), 'gather'), _INTEGER)
 
@@ -511,7 +516,7 @@ def index_add(input:Tensor, # the tensor to add into (not modified)
               dim:int, # the dimension along which index names positions
               index, # 1-D integer tensor; slice j of source is added at position index[j]
               source:Tensor, # input's shape, except len(index) along dim
-              alpha:float=1, # scale of source
+              *, alpha:float=1, # scale of source
              ) -> Tensor:
     "input with alpha * source's slices added at the positions index lists along dim (repeats add up)."
     dim = _dim(input, dim, 'index_add')
@@ -614,8 +619,8 @@ def scatter(input:Tensor, # the tensor to write into (not modified)
             dim:int, # the dimension along which `index` names positions
             index, # int64 or int32 tensor, input's number of dimensions, no larger than src
             src=None, # a tensor whose leading part of index's shape is written (or a number, as value)
-            *, value=None, # a number written at every position index names, instead of src
-            reduce:str=None, # None overwrites; 'add' or 'multiply' combine (no gradient, as in PyTorch)
+            value=None, # a number written at every position index names, instead of src
+            *, reduce:str=None, # None overwrites; 'add' or 'multiply' combine (no gradient, as in PyTorch)
            ) -> Tensor:
     "input with src's elements (or value) written at the positions index names along dim; out[i][index[i][j]] = src[i][j] for dim=1."
     return _scatter(input, dim, index, _scatter_value('scatter', src, value), reduce, 'scatter')
@@ -746,7 +751,7 @@ _masked_fill_in_place = _inplace(masked_fill, 'masked_fill_')
 
 # Each passes its arguments on positionally: _inplace looks there for a tensor that requires grad.
 @patch
-def scatter_(self:Tensor, dim:int, index, src=None, *, value=None, reduce:str=None) -> Tensor:
+def scatter_(self:Tensor, dim:int, index, src=None, value=None, *, reduce:str=None) -> Tensor:
     "In-place `scatter`: writes into this tensor and bumps its version."
     return _scatter_in_place(self, dim, index, _scatter_value('scatter_', src, value), reduce, 'scatter_')
 
@@ -758,7 +763,7 @@ def scatter_add_(self:Tensor, dim:int, index, src:Tensor) -> Tensor:
 @patch
 def index_add_(self:Tensor, dim:int, index, source:Tensor, *, alpha:float=1) -> Tensor:
     "In-place `index_add`: adds into this tensor and bumps its version."
-    return _index_add_in_place(self, dim, index, source, alpha)
+    return _index_add_in_place(self, dim, index, source, alpha=alpha)
 
 @patch
 def index_copy_(self:Tensor, dim:int, index, source:Tensor) -> Tensor:

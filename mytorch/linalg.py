@@ -141,13 +141,25 @@ def _need_dims(op:str, want:int, *ts):
             raise RuntimeError(f"{op}: the {side} argument must be {kind}, got shape {t.shape} (made at {t.origin}). "
                                f"Use matmul for other shapes.")
 
-def mm(input:Tensor, mat2:Tensor) -> Tensor:
+def _no_out_dtype(op:str, out_dtype):
+    "PyTorch's `out_dtype=` form of a product: only None (the inputs' dtype) here, as on PyTorch's CPU backend."
+    if out_dtype is None: return
+    if not isinstance(out_dtype, np.dtype):   # often a factor given by position: addmm(m, a, b, 0.5)
+        hint = "; beta and alpha are keyword-only, as in PyTorch: addmm(input, mat1, mat2, beta=...)" if op == 'addmm' else ""
+        raise TypeError(f"{op}(): argument 'out_dtype' must be a dtype, not {type(out_dtype).__name__}{hint}.")
+    raise NotImplementedError(f"{op}(out_dtype={out_dtype}): a product in another dtype than its inputs' is a CUDA "
+                              f"kernel in PyTorch (float16 or bfloat16 matrices, a float32 result), which its CPU "
+                              f"backend does not implement either. Cast the operands instead, e.g. a.float().")
+
+def mm(input:Tensor, mat2:Tensor, out_dtype=None) -> Tensor:
     "The product of two matrices (2-D only)."
+    _no_out_dtype('mm', out_dtype)
     _need_dims('mm', 2, input, mat2)
     return MatMul.apply(input, mat2)
 
-def bmm(input:Tensor, mat2:Tensor) -> Tensor:
+def bmm(input:Tensor, mat2:Tensor, out_dtype=None) -> Tensor:
     "Matrix products of two stacks of matrices of the same batch size: (b, n, k) @ (b, k, m) -> (b, n, m)."
+    _no_out_dtype('bmm', out_dtype)
     _need_dims('bmm', 3, input, mat2)
     if input.shape[0] != mat2.shape[0]:
         raise RuntimeError(f"bmm: the batch sizes differ, {input.shape[0]} and {mat2.shape[0]} (shapes {input.shape} "
@@ -155,20 +167,30 @@ def bmm(input:Tensor, mat2:Tensor) -> Tensor:
                            f"matmul does.")
     return MatMul.apply(input, mat2)
 
-def dot(input:Tensor, other:Tensor) -> Tensor:
+def dot(input:Tensor, tensor:Tensor) -> Tensor:   # PyTorch's name for the second vector
     "The dot product of two vectors of the same length."
-    _need_dims('dot', 1, input, other)
-    if input.shape != other.shape:
-        raise RuntimeError(f"dot: the vectors have different lengths, {input.shape[0]} and {other.shape[0]} (made at "
-                           f"{input.origin} and {other.origin}).")
-    return MatMul.apply(input, other)
+    _need_dims('dot', 1, input, tensor)
+    if input.shape != tensor.shape:
+        raise RuntimeError(f"dot: the vectors have different lengths, {input.shape[0]} and {tensor.shape[0]} (made at "
+                           f"{input.origin} and {tensor.origin}).")
+    return MatMul.apply(input, tensor)
 
 def outer(input:Tensor, vec2:Tensor) -> Tensor:
     "The outer product of two vectors: out[i, j] = input[i] * vec2[j]."
     _need_dims('outer', 1, input, vec2)
     return _Reshape.apply(input, (input.shape[0], 1)) * _Reshape.apply(vec2, (1, vec2.shape[0]))
 
-Tensor.mm, Tensor.bmm, Tensor.dot, Tensor.outer = mm, bmm, dot, outer
+Tensor.dot, Tensor.outer = dot, outer   # the functionals are the methods
+
+@patch
+def mm(self:Tensor, mat2:Tensor) -> Tensor:
+    "This matrix times `mat2` (the method has no `out_dtype`, as in PyTorch)."
+    return mm(self, mat2)
+
+@patch
+def bmm(self:Tensor, mat2:Tensor) -> Tensor:
+    "This stack of matrices times `mat2`'s, matrix by matrix (the method has no `out_dtype`, as in PyTorch)."
+    return bmm(self, mat2)
 
 # %% ../nbs/16_linalg.ipynb #927a7617
 class Addmm(Function):
@@ -208,10 +230,12 @@ class Addmm(Function):
 def addmm(input:Tensor, # added to the product: a matrix, or anything that broadcasts to its shape
           mat1:Tensor, # (n, k)
           mat2:Tensor, # (k, m)
+          out_dtype=None, # PyTorch's CUDA-only result dtype: None (the inputs' dtype) only, as on its CPU backend
           *, beta=1, # the factor of `input`; 0 ignores it, nan and inf included
           alpha=1, # the factor of the product
          ) -> Tensor:
     "beta * input + alpha * (mat1 @ mat2), in one op: a linear layer's `bias + x @ W.T`."
+    _no_out_dtype('addmm', out_dtype)
     for t, name in ((input, 'input'), (mat1, 'mat1'), (mat2, 'mat2')):
         if not isinstance(t, Tensor): raise TypeError(f"addmm(): argument '{name}' must be Tensor, not {type(t).__name__}.")
     for t, name in ((mat1, 'mat1'), (mat2, 'mat2')):
@@ -235,7 +259,10 @@ def addmm(input:Tensor, # added to the product: a matrix, or anything that broad
     if input.dtype.kind in 'iu': beta, alpha = int(beta), int(alpha)   # PyTorch casts the factors to the integer dtype
     return Addmm.apply(input, mat1, mat2, beta, alpha)
 
-Tensor.addmm = addmm   # the functional is the method
+@patch
+def addmm(self:Tensor, mat1:Tensor, mat2:Tensor, *, beta=1, alpha=1) -> Tensor:
+    "beta * self + alpha * (mat1 @ mat2) (the method has no `out_dtype`, as in PyTorch)."
+    return addmm(self, mat1, mat2, beta=beta, alpha=alpha)
 
 # %% ../nbs/16_linalg.ipynb #3bc9733d
 _LETTERS = string.ascii_uppercase + string.ascii_lowercase
@@ -625,16 +652,24 @@ class LogSoftmax(Function):
         s = Softmax.apply(y, ctx.axis) if recorded else Tensor(np.exp(y._data))
         return t + (s * t).sum_to_size(_kept(t.shape, ctx.axis)) * -1.0
 
+def _cast_first(input, dtype):
+    "softmax's `dtype=`: the input is cast to it before anything is computed, as PyTorch casts it (a differentiable cast)."
+    return input.to(dtype) if dtype is not None and isinstance(input, Tensor) else input
+
 def softmax(input:Tensor, # scores
             dim:int, # the dimension whose entries become probabilities summing to 1
+            dtype=None, # compute in this dtype (the input is cast first), e.g. float64 for float16 scores
            ) -> Tensor:
     "exp(x) / sum(exp(x)) along dim, computed without overflow."
+    input = _cast_first(input, dtype)
     return Softmax.apply(input, _softmax_dim(input, dim, 'softmax'))
 
 def log_softmax(input:Tensor, # scores
                 dim:int, # the dimension to normalise over
+                dtype=None, # compute in this dtype (the input is cast first)
                ) -> Tensor:
     "log(softmax(x)) along dim, computed without overflow or log(0)."
+    input = _cast_first(input, dtype)
     return LogSoftmax.apply(input, _softmax_dim(input, dim, 'log_softmax'))
 
 Tensor.softmax, Tensor.log_softmax = softmax, log_softmax

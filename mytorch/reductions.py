@@ -18,7 +18,7 @@ import warnings
 from collections import namedtuple
 import numpy as np
 from .engine import *
-from .scalar import DomainError
+from .scalar import DomainError, patch
 from .engine import _plain_backward
 from .elementwise import Sub, Div, Exp, _math, _quiet, _divide, _sign, _has_zero, _where_number
 
@@ -533,11 +533,11 @@ def _sorted(input:Tensor, dim, descending:bool, k, op:str):
     if not input.ndim: values, idx = values.reshape(()), idx.reshape(())
     return values, Tensor(idx.astype(np.int64))
 
-def sort(input:Tensor, dim:int=-1, descending:bool=False, stable:bool=False):
+def sort(input:Tensor, dim:int=-1, descending:bool=False, *, stable:bool=False):
     "(values, indices): input sorted along dim (stable: equal elements keep their order)."
     return return_types.sort(*_sorted(input, dim, descending, None, 'sort'))
 
-def argsort(input:Tensor, dim:int=-1, descending:bool=False, stable:bool=False) -> Tensor:
+def argsort(input:Tensor, dim:int=-1, descending:bool=False, *, stable:bool=False) -> Tensor:
     "The indices that sort input along dim."
     return _sorted(input, dim, descending, None, 'argsort')[1]
 
@@ -916,7 +916,10 @@ def count_nonzero(input:Tensor, # the tensor to count in
     dims, a = _dims(input, dim, 'count_nonzero'), input._data
     return Tensor(np.asarray(np.count_nonzero(a, axis=dims) if dims else a != 0, dtype=int64))
 
-Tensor.count_nonzero = count_nonzero
+@patch
+def count_nonzero(self:Tensor, dim=None, *dims) -> Tensor:
+    "The number of nonzero elements over `dim`; the method also takes the dims one by one, x.count_nonzero(0, 1)."
+    return count_nonzero(self, (dim, *dims) if dims else dim)
 
 # %% ../nbs/13_reductions.ipynb #67669962
 return_types.kthvalue = namedtuple('kthvalue', ['values', 'indices'], module='mytorch.return_types')

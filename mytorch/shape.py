@@ -52,6 +52,13 @@ def _int_args(args, op:str, what:str) -> tuple:
     for a in args: _check_int(a, op, what)
     return tuple(int(a) for a in args)
 
+def _one_sequence(value, op:str, what:str) -> tuple:
+    "The one tuple of ints a function form takes, `reshape(x, (2, 3))`; like PyTorch's functions, an int alone is refused."
+    if not isinstance(value, (tuple, list)):
+        raise TypeError(f"{op}(): argument '{what}' must be a tuple of ints, not {type(value).__name__}; write "
+                        f"{op}(x, ({value!r},)) (the method takes ints one by one too: x.{op}({value!r})).")
+    return _int_args((value,), op, what)
+
 # %% ../nbs/14_shape.ipynb #4710e328
 def _resolve_shape(shape:tuple, x, op:str) -> tuple:
     "`shape` with its -1 inferred; RuntimeError when it cannot hold exactly x's elements."
@@ -106,9 +113,14 @@ class View(Function):
     @staticmethod
     def jvp(ctx, t, _): return Reshape.apply(t, ctx.shape)
 
-def reshape(input:Tensor, *shape) -> Tensor:
+def reshape(input:Tensor, shape) -> Tensor:
     "`input`'s elements in row-major order, in a new `shape` (one size may be -1); a view when possible, else a copy."
-    return Reshape.apply(input, _resolve_shape(_int_args(shape, 'reshape', 'sizes'), input, 'reshape'))
+    return Reshape.apply(input, _resolve_shape(_one_sequence(shape, 'reshape', 'shape'), input, 'reshape'))
+
+@patch
+def reshape(self:Tensor, *shape) -> Tensor:
+    "This tensor with a new `shape`: sizes one by one or one tuple, `x.reshape(2, 3)` or `x.reshape((2, 3))`."
+    return reshape(self, _int_args(shape, 'reshape', 'sizes'))
 
 @patch
 def view(self:Tensor, *shape) -> Tensor:
@@ -117,7 +129,6 @@ def view(self:Tensor, *shape) -> Tensor:
         raise TypeError(f"view takes sizes; view(dtype) is not supported (got {shape[0]!r}).")
     return View.apply(self, _resolve_shape(_int_args(shape, 'view', 'sizes'), self, 'view'))
 
-Tensor.reshape = reshape   # the functional is the method
 
 # %% ../nbs/14_shape.ipynb #1e29e829
 def flatten(input:Tensor, start_dim:int=0, end_dim:int=-1) -> Tensor:
@@ -144,7 +155,12 @@ def unsqueeze(input:Tensor, dim:int) -> Tensor:
     d = _wrap_dim(dim, input.ndim + 1, input, 'unsqueeze')
     return Reshape.apply(input, input.shape[:d] + (1,) + input.shape[d:])
 
-Tensor.flatten, Tensor.squeeze, Tensor.unsqueeze = flatten, squeeze, unsqueeze   # the functionals are the methods
+Tensor.flatten, Tensor.unsqueeze = flatten, unsqueeze   # the functionals are the methods
+
+@patch
+def squeeze(self:Tensor, dim=None, *dims) -> Tensor:
+    "Drop dims of length 1; the method also takes the dims one by one, `x.squeeze(0, 2)`, as PyTorch's does."
+    return squeeze(self, (dim, *dims) if dims else dim)
 
 # %% ../nbs/14_shape.ipynb #c3560dfd
 class Permute(Function):
@@ -161,9 +177,9 @@ class Permute(Function):
     @staticmethod
     def jvp(ctx, t, _): return Permute.apply(t, ctx.dims)
 
-def permute(input:Tensor, *dims) -> Tensor:
+def permute(input:Tensor, dims) -> Tensor:
     "The tensor with its dims reordered: dim `k` of the result is dim `dims[k]` of `input` (a view)."
-    dims = _int_args(dims, 'permute', 'dims')
+    dims = _one_sequence(dims, 'permute', 'dims')
     if len(dims) != input.ndim:
         raise RuntimeError(f"permute: the tensor has {input.ndim} dimension(s) but {len(dims)} dims were given "
                            f"{dims}; give each dim exactly once (tensor of {_where(input)}).")
@@ -219,7 +235,12 @@ def T(self:Tensor) -> Tensor:
                       "reverse the dimensions of a tensor.", UserWarning, stacklevel=2)
     return Permute.apply(self, tuple(range(self.ndim))[::-1])
 
-Tensor.permute, Tensor.transpose, Tensor.swapaxes, Tensor.t, Tensor.movedim = permute, transpose, swapaxes, t, movedim   # the functionals are the methods
+Tensor.transpose, Tensor.swapaxes, Tensor.t, Tensor.movedim = transpose, swapaxes, t, movedim   # the functionals are the methods
+
+@patch
+def permute(self:Tensor, *dims) -> Tensor:
+    "This tensor with its dims reordered: the dims one by one or one tuple, `x.permute(2, 0, 1)`."
+    return permute(self, _int_args(dims, 'permute', 'dims'))
 
 # %% ../nbs/14_shape.ipynb #f9b10ffc
 def broadcast_to(input:Tensor, size) -> Tensor:
@@ -244,7 +265,10 @@ def broadcast_to(input:Tensor, size) -> Tensor:
                                f"sizes: {list(s)} (made at {input.origin}). Only dims of length 1 can be expanded.")
     return input.expand(tuple(out))
 
-Tensor.broadcast_to = broadcast_to   # the functional is the method
+@patch
+def broadcast_to(self:Tensor, *size) -> Tensor:
+    "This tensor expanded to `size`: sizes one by one or one tuple, `x.broadcast_to(2, 3)`, as PyTorch's method takes."
+    return broadcast_to(self, _int_args(size, 'broadcast_to', 'sizes'))
 
 # %% ../nbs/14_shape.ipynb #8292afbb
 def _shape_of(other, op:str) -> tuple:
@@ -448,7 +472,12 @@ def chunk(input:Tensor, chunks:int, dim:int=0) -> tuple:
     size = -(-n // chunks)
     return Split.apply(input, d, (0,) * chunks if n == 0 else _split_sizes(n, size, input, d))
 
-Tensor.split, Tensor.chunk = split, chunk   # the functionals are the methods
+Tensor.chunk = chunk   # the functional is the method
+
+@patch
+def split(self:Tensor, split_size, dim:int=0) -> tuple:
+    "Consecutive pieces of this tensor along `dim`: `split_size` is an int or a list of sizes (PyTorch's method's name)."
+    return split(self, split_size, dim)
 
 # %% ../nbs/14_shape.ipynb #c4dae695
 class Stack(Function):
@@ -542,9 +571,14 @@ class Tril(Function):
     @staticmethod
     def jvp(ctx, t, _): return Tril.apply(t, ctx.k)
 
-def flip(input:Tensor, *dims) -> Tensor:
-    "A copy of `input` with the order reversed along each of `dims`."
-    return Flip.apply(input, _wrap_dims(_int_args(dims, 'flip', 'dims'), input.ndim, input, 'flip'))
+def flip(input:Tensor, dims) -> Tensor:
+    "A copy of `input` with the order reversed along each of `dims` (a tuple)."
+    return Flip.apply(input, _wrap_dims(_one_sequence(dims, 'flip', 'dims'), input.ndim, input, 'flip'))
+
+@patch
+def flip(self:Tensor, *dims) -> Tensor:
+    "A copy of this tensor reversed along `dims`: the dims one by one or one tuple, `x.flip(0, 1)`."
+    return flip(self, _int_args(dims, 'flip', 'dims'))
 
 @patch
 def repeat(self:Tensor, *sizes) -> Tensor:
@@ -571,7 +605,7 @@ def tril(input:Tensor, diagonal:int=0) -> Tensor:
     _matrix_check(input, 'tril'); _check_int(diagonal, 'tril', 'diagonal')
     return Tril.apply(input, int(diagonal))
 
-Tensor.flip, Tensor.triu, Tensor.tril = flip, triu, tril   # the functionals are the methods
+Tensor.triu, Tensor.tril = triu, tril   # the functionals are the methods
 
 # %% ../nbs/14_shape.ipynb #e7c70993
 Tensor.triu_, Tensor.tril_ = _inplace(triu, 'triu_'), _inplace(tril, 'tril_')
@@ -693,7 +727,7 @@ class SegmentSum(Function):
 
 def roll(input:Tensor, # the tensor to rotate
          shifts, # an int, or one int per dim of `dims`; entries move towards higher indices
-         dims=None, # an int or a tuple of ints; None rolls the flattened tensor and restores its shape
+         dims=(), # an int or a tuple of ints; () (or None) rolls the flattened tensor and restores its shape
         ) -> Tensor:
     "`input` with its entries shifted cyclically along `dims`: those pushed off the end come back at the start (a copy)."
     one = lambda v: (v,) if isinstance(v, (int, np.integer)) else (tuple(v),)
@@ -770,7 +804,12 @@ def repeat_interleave(input:Tensor, # the tensor whose entries to repeat (alone:
         raise RuntimeError(f"repeat_interleave: Invalid output_size, expected {sum(counts)} but got {output_size}.")
     return RepeatInterleave.apply(input, counts, d)
 
-Tensor.roll, Tensor.repeat_interleave = roll, repeat_interleave   # the functionals are the methods
+Tensor.roll = roll   # the functional is the method
+
+@patch
+def repeat_interleave(self:Tensor, repeats, dim=None, *, output_size:int=None) -> Tensor:
+    "Each entry of this tensor along `dim` repeated in place; `repeats` is required (only the function has a one-argument form)."
+    return repeat_interleave(self, repeats, dim, output_size=output_size)
 
 # %% ../nbs/14_shape.ipynb #eb518b40
 class Unfold(Function):

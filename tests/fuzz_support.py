@@ -28,7 +28,7 @@ from mytorch.engine import Tensor, get_broadcast_policy, grad, set_broadcast_pol
 
 EPS = float(np.finfo(np.float64).eps)   # 2.2e-16: one unit of rounding in float64
 RTOL = 1e-10                            # about 4.5e5 units of rounding: room for each library's libm and ordering
-ATOL_ULPS = 64                          # 64 sqrt(n) >= n for n <= 4096: covers the worst case of a sum of n terms
+ATOL_ULPS = 64                          # 64 times the random-walk size of a sum of n terms (not its worst case)
 DEFAULT_TOTAL = 20000                   # examples per `make test`; the shares of the tests add up to this
 TOTAL = int(os.environ.get('MYTORCH_FUZZ_EXAMPLES', DEFAULT_TOTAL))
 if TOTAL < 1: raise ValueError(f"MYTORCH_FUZZ_EXAMPLES must be a positive number of examples, got {TOTAL}.")

@@ -8,6 +8,7 @@ paths (`../mytorch/js`, `../benchmarks`) resolve as they do in nbs/. The widgets
 cells' `text/html` outputs (`Widget._repr_html_`): JupyterLab runs their scripts in outputs the reader's own kernel
 produced (untrusted saved outputs stay inert until the cells are run), so no JupyterLab extension is involved.
 """
+import importlib.util
 import json
 import os
 import re
@@ -34,19 +35,15 @@ START_S, RUN_ALL_S = 90, 150  # generous: a shared machine with two cores
 pytestmark = pytest.mark.browser
 
 
-def _children(pid):
-    "The ids of the processes whose parent is `pid` (Linux /proc)."
-    kids = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try: ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError): continue
-        if ppid == pid: kids.append(int(stat.parent.name))
-    return kids
-
-
 def _cmdline(pid):
     try: return [a.decode() for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
     except OSError: return []
+
+
+def _kernels(runtime_dir):
+    "The ids of the running kernels whose connection files are in `runtime_dir` (Linux /proc)."
+    return [int(d.name) for d in Path("/proc").iterdir() if d.name.isdigit()
+            and any(a.startswith(f"{runtime_dir}/kernel-") for a in _cmdline(d.name))]
 
 
 def _mirror(tmp):
@@ -81,9 +78,10 @@ class Lab:
     def __init__(self, tmp):
         self.root = _mirror(tmp) / "nbs"
         home = tmp / "home"
+        self.runtime = home / "runtime"  # the kernels' connection files: how `kernels` tells this server's kernels
         _settings(home / "lab-settings")
         env = dict(os.environ, HOME=str(home), JUPYTER_CONFIG_DIR=str(home / "config"),
-                   JUPYTER_DATA_DIR=str(home / "data"), JUPYTER_RUNTIME_DIR=str(home / "runtime"),
+                   JUPYTER_DATA_DIR=str(home / "data"), JUPYTER_RUNTIME_DIR=str(self.runtime),
                    JUPYTERLAB_SETTINGS_DIR=str(home / "lab-settings"),
                    JUPYTERLAB_WORKSPACES_DIR=str(home / "lab-workspaces"), IPYTHONDIR=str(home / "ipython"),
                    MPLCONFIGDIR=str(home / "matplotlib"), JUPYTER_PREFER_ENV_PATH="1")
@@ -91,7 +89,6 @@ class Lab:
         self.token, port = secrets.token_hex(16), _free_port()
         self.url = f"http://127.0.0.1:{port}"
         self.log_path = tmp / "jupyterlab.log"
-        self.kernels = set()
         args = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.open_browser=False",
                 "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
                 f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
@@ -118,15 +115,10 @@ class Lab:
                     pytest.fail(f"JupyterLab did not answer within {START_S} s:\n{self.log()}")
                 time.sleep(0.25)
 
-    def kernel_pids(self):
-        "The server's kernels (remembered, so that `stop` can end them should the server not)."
-        pids = [p for p in _children(self.proc.pid) if "ipykernel_launcher" in _cmdline(p)]
-        self.kernels.update(pids)
-        return pids
+    def kernels(self): return _kernels(self.runtime)
 
     def stop(self):
         if self.proc.poll() is None:
-            self.kernel_pids()
             try: self.api("shutdown", method="POST")  # shuts its kernels down too
             except OSError: pass
             try: self.proc.wait(30)
@@ -134,14 +126,15 @@ class Lab:
                 os.killpg(self.proc.pid, signal.SIGTERM)
                 try: self.proc.wait(10)
                 except subprocess.TimeoutExpired: os.killpg(self.proc.pid, signal.SIGKILL); self.proc.wait()
-        for pid in self.kernels:  # a kernel is a process group of its own
-            if _cmdline(pid) and "ipykernel_launcher" in _cmdline(pid):
-                try: os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError: pass
+        for pid in self.kernels():  # left behind (each kernel is a process group of its own)
+            try: os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError: pass
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
+    if importlib.util.find_spec("jupyterlab") is None:
+        pytest.fail("JupyterLab is missing: it is in the book environment (make book, make test install it)")
     server = Lab(tmp_path_factory.mktemp("lab"))
     try:
         server.wait_ready()
@@ -178,7 +171,7 @@ def test_chapter_runs_in_jupyterlab(browser, lab):
         # JupyterLab attaches a long notebook's cells a batch at a time: all of them, before running them
         code_cells = sum(c["cell_type"] == "code" for c in json.loads((lab.root / CHAPTER).read_text())["cells"])
         page.wait_for_function("n => document.querySelectorAll('.jp-Notebook .jp-CodeCell').length === n", arg=code_cells)
-        kernels = lab.kernel_pids()
+        kernels = lab.kernels()
         assert len(kernels) == 1, f"JupyterLab runs {len(kernels)} kernels, not the chapter's one:\n{lab.log()}"
         assert _cmdline(kernels[0])[0] == sys.executable, \
             f"the chapter's kernel runs {_cmdline(kernels[0])}, not this environment's {sys.executable}"

@@ -38,3 +38,18 @@ def test_no_latex_command_lost_to_an_escape(path):
 def test_the_check_catches_an_eaten_nabla():
     assert EATEN.search(math_spans("the gradient $\nabla_x f$ here")[0])
     assert not any(EATEN.search(s) for s in math_spans("the gradient $\\nabla_x f$ here"))
+
+
+ACCIDENT = re.compile(r"Traceback \(most recent call last\)|\b\w*Warning: ")
+
+
+@pytest.mark.parametrize("path", NBS, ids=lambda p: p.name)
+def test_saved_outputs_hold_no_traceback_or_stray_warning(path):
+    "A saved output shows a result: an error cell (a cell that raised) or a warning a cell let escape is an accident."
+    bad = []
+    for cell in json.loads(path.read_text())["cells"]:
+        for out in cell.get("outputs", []):
+            text = "".join(out.get("text", "")) + "".join(out.get("data", {}).get("text/plain", ""))
+            if out.get("output_type") == "error" or (out.get("name") == "stderr" and ACCIDENT.search(text)):
+                bad.append((cell.get("id"), (out.get("ename") or text)[:120]))
+    assert not bad, f"{path.name}: saved outputs with a traceback or warning: {bad}"

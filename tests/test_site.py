@@ -109,10 +109,18 @@ def test_page_reads_offline(visit, site, name):
         if anchor and path.suffix == ".html":
             assert f'id="{anchor}"' in path.read_text(encoding="utf-8"), f"link to a missing anchor: {href}"
 
+    # saved outputs show results, not accidents: no traceback, no warning a cell let escape
+    outputs = "\n".join(page.locator(".cell_output").all_inner_texts())
+    accidents = re.findall(r"Traceback \(most recent call last\)|\b\w*Warning: .*", outputs)
+    assert not accidents, f"a traceback or warning in the saved outputs: {accidents[:3]}"
+
     if page.locator(".math").count():  # `$...$` and `$$...$$` in the notebook
         untypeset = page.evaluate("() => [...document.querySelectorAll('.math')]"
                                   ".filter(e => !e.querySelector('mjx-container')).map(e => e.textContent)")
         assert not untypeset, f"math MathJax did not typeset: {untypeset[:5]}"
+        errors = page.evaluate("() => [...document.querySelectorAll('mjx-merror')]"
+                               ".map(e => (e.getAttribute('data-mjx-error') || '') + ' in ' + e.closest('.math')?.textContent)")
+        assert not errors, f"LaTeX that MathJax could not read: {errors[:5]}"
         prose = page.evaluate("""() => { const a = document.querySelector('article').cloneNode(true);
             a.querySelectorAll('pre, code, mjx-container').forEach(e => e.remove()); return a.innerText; }""")
         raw = [t for t in ("$$", "\\(", "\\[") if t in prose]

@@ -1,4 +1,4 @@
-"""`mytorch.autograd.functional`: `vjp`, `jvp`, `hvp`, `vhp`, `jacobian` and `hessian`, built from reverse mode, each checked against a closed form and against PyTorch.
+"""`mytorch.autograd.functional`: `vjp`, `jvp`, `hvp`, `vhp`, `jacobian` and `hessian`, built from reverse and forward mode, each checked against a closed form and against PyTorch.
 
 Docs: https://mytorch-book.github.io/mytorch/functional.html.md"""
 

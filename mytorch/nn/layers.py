@@ -133,7 +133,7 @@ class Linear(Module):
                  device=None, dtype=None, # parameters on the CPU, of this dtype (default: the default dtype)
                  *, generator=None): # the mytorch.Generator the initial values come from
         super().__init__()
-        if out_features is None: in_features, out_features = None, in_features   # Linear(32): the seed's lazy form
+        if out_features is None: in_features, out_features = None, in_features   # Linear(32): only the output width; the input's is inferred
         _check_device(device, 'Linear')
         self.in_features = _features(in_features, 'in_features', 'Linear')
         self.out_features = _features(out_features, 'out_features', 'Linear')

@@ -277,7 +277,7 @@ def binary_cross_entropy_with_logits(input:Tensor, # scores (logits), any real n
     return _reduce(loss, reduction)
 
 # %% ../../nbs/24_loss.ipynb #556dd4f6
-def soft_margin_loss(input:Tensor, # multi_scores
+def soft_margin_loss(input:Tensor, # scores, any shape
                      target:Tensor, # labels -1 or 1, input's shape
                      size_average=None, reduce=None, reduction:str='mean'):
     "log(1 + exp(-target * input)), computed without overflow; reduced."

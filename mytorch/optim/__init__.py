@@ -518,7 +518,7 @@ class RMSprop(Optimizer):
                  weight_decay:float=0, # L2 penalty, added to the gradient
                  momentum:float=0, # momentum factor of the step buffer
                  centered:bool=False, # divide by an estimate of the gradient's variance
-                 *, maximize:bool=False): # climb the objective instead
+                 maximize:bool=False): # climb the objective instead (not keyword-only, as in PyTorch's RMSprop)
         super().__init__(params, dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered,
                                       weight_decay=weight_decay, maximize=maximize))
 
