@@ -1,12 +1,14 @@
 """Recurrent layers, forward and backward, against PyTorch on the CPU: one thread, float64, one run.
 
-The first row is an LSTM with input 32, hidden 64, 20 steps and batch 16. The table adds the same LSTM run as a loop over `lstm_cell` (the Part II
-ops the fused `LSTMSequence` replaces, for the record of what fusing bought), and the GRU and
-Elman RNN layers, which still loop over their cells. Each step is one forward pass
-and one backward pass from the output and the final states; the best time of many runs is
-kept, mytorch and PyTorch measured alternately so that both see the same machine load. The
-header says which implementation of the LSTM's gate kernels ran (`lstm_gates`,
-`lstm_gates_backward`); `MYTORCH_KERNELS=numpy` runs their NumPy references instead:
+Each layer has input 32, hidden 64, 20 steps and batch 16, and runs each direction as one fused
+op (`LSTMSequence`, `GRUSequence`, `RNNSequence`). Below each fused row, the same layer run as a
+loop over its cell (`lstm_cell`, `gru_cell`, `rnn_tanh_cell`: the Part II ops the fused op
+replaces) is kept for the record of what fusing bought. Each step is one forward pass and one
+backward pass from the output and the final states; the best time of many runs is kept, mytorch
+and PyTorch measured alternately so that both see the same machine load. The header says which
+implementation of the LSTM's gate kernels ran (`lstm_gates`, `lstm_gates_backward`);
+`MYTORCH_KERNELS=numpy` runs their NumPy references instead (the GRU's and the RNN's fused ops
+are NumPy alone):
 
     .venv/bin/python benchmarks/lstm.py
     MYTORCH_KERNELS=numpy .venv/bin/python benchmarks/lstm.py
@@ -15,13 +17,14 @@ import os
 for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[var] = "1"
 import argparse
+import functools
 import timeit
 
 import numpy as np
 import mytorch
 import mytorch.autograd
 from mytorch.kernels import kernel_backend
-from mytorch.nn.recurrent import LSTM, GRU, RNN, lstm_cell, _run_cell
+from mytorch.nn.recurrent import LSTM, GRU, RNN, RNNBase
 
 try:
     import torch
@@ -34,9 +37,17 @@ SEQ, BATCH, INPUT, HIDDEN = 20, 16, 32, 64
 
 class LoopLSTM(LSTM):
     "The LSTM layer run step by step through lstm_cell (the chapter's reference), instead of LSTMSequence."
-    def _direction(self, x, state, weights, reverse):
-        out, (h, c) = _run_cell(lstm_cell, x, state, weights, reverse)
-        return out, (h, c)
+    _direction = RNNBase._direction
+
+
+class LoopGRU(GRU):
+    "The GRU layer run step by step through gru_cell, instead of GRUSequence."
+    _direction = RNNBase._direction
+
+
+class LoopRNN(RNN):
+    "The Elman RNN layer run step by step through rnn_tanh_cell or rnn_relu_cell, instead of RNNSequence."
+    _direction = RNNBase._direction
 
 
 def step_fn(lib, cls, x, up_out, up_state):
@@ -76,19 +87,22 @@ def main(argv=None):
           f"{args.repeat} x {args.number}")
     print(f"kernels: lstm_gates {kernel_backend('lstm_gates')}, lstm_gates_backward "
           f"{kernel_backend('lstm_gates_backward')}\n")
-    print(f"{'layer':<40}{'mytorch ms':>12}{'torch ms':>10}{'ratio':>9}")
-    rows = [("LSTM (fused LSTMSequence)", LSTM, "LSTM", 0.75),
-            ("LSTM as an lstm_cell loop (reference)", LoopLSTM, "LSTM", None),
-            ("GRU (gru_cell loop)", GRU, "GRU", None),
-            ("RNN tanh (rnn_tanh_cell loop)", RNN, "RNN", None)]
-    for label, ours, theirs, target in rows:
-        fns = [step_fn(mytorch, ours, x, up_out, up_state)]
-        if torch: fns.append(step_fn(torch, getattr(torch.nn, theirs), x, up_out, up_state))
+    print(f"{'layer':<48}{'mytorch ms':>12}{'torch ms':>10}{'ratio':>9}")
+    relu = dict(nonlinearity="relu")
+    rows = [("LSTM (fused LSTMSequence)", LSTM, "LSTM", {}),
+            ("LSTM as an lstm_cell loop (reference)", LoopLSTM, "LSTM", {}),
+            ("GRU (fused GRUSequence)", GRU, "GRU", {}),
+            ("GRU as a gru_cell loop (reference)", LoopGRU, "GRU", {}),
+            ("RNN tanh (fused RNNSequence)", RNN, "RNN", {}),
+            ("RNN tanh as an rnn_tanh_cell loop (reference)", LoopRNN, "RNN", {}),
+            ("RNN relu (fused RNNSequence)", RNN, "RNN", relu),
+            ("RNN relu as an rnn_relu_cell loop (reference)", LoopRNN, "RNN", relu)]
+    for label, ours, theirs, kw in rows:
+        fns = [step_fn(mytorch, functools.partial(ours, **kw), x, up_out, up_state)]
+        if torch: fns.append(step_fn(torch, functools.partial(getattr(torch.nn, theirs), **kw), x, up_out, up_state))
         ms = best_ms(fns, args.repeat, args.number)
         t_ms = ms[1] if torch else float("nan")
-        ratio = ms[0] / t_ms
-        print(f"{label:<40}{ms[0]:>12.3f}{t_ms:>10.3f}{ratio:>8.2f}x"
-              "")
+        print(f"{label:<48}{ms[0]:>12.3f}{t_ms:>10.3f}{ms[0] / t_ms:>8.2f}x")
     print("\nratio: mytorch's time divided by PyTorch's (below 1.0 is faster).")
 
 

@@ -232,6 +232,8 @@ PROSE_ONLY = {
     'SeparablePool': "'pool(G) with the transposed matrices': words",
     'Normalization': "primes (g') and a parenthetical variant",
     'LSTMSequence': "a recurrence over time steps, in notation",
+    'RNNSequence': "a recurrence over time steps, in notation",
+    'GRUSequence': "a recurrence over time steps, in notation",
     'VJPByRecompute': "'the vjp of vjp_f, again by recomputing f': words",
 }
 

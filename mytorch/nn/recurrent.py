@@ -1,4 +1,4 @@
-"""`RNNCell`, `LSTMCell` and `GRUCell`, and the multi-layer, bidirectional `RNN`, `LSTM` and `GRU`, with PyTorch's parameter names, layouts, initialisation and return values; backpropagation through time derived, and the LSTM over a whole sequence as one fused op.
+"""`RNNCell`, `LSTMCell` and `GRUCell`, and the multi-layer, bidirectional `RNN`, `LSTM` and `GRU`, with PyTorch's parameter names, layouts, initialisation and return values; backpropagation through time derived, and each layer's pass over a whole sequence as one fused op.
 
 Docs: https://mytorch-book.github.io/mytorch/recurrent.html.md"""
 
@@ -6,7 +6,8 @@ Docs: https://mytorch-book.github.io/mytorch/recurrent.html.md"""
 
 # %% auto #0
 __all__ = ['rnn_tanh_cell', 'rnn_relu_cell', 'lstm_cell', 'gru_cell', 'RNNCellBase', 'RNNCell', 'LSTMCell', 'GRUCell',
-           'lstm_gates', 'lstm_gates_backward', 'VJPByRecompute', 'LSTMSequence', 'RNNBase', 'RNN', 'LSTM', 'GRU']
+           'lstm_gates', 'lstm_gates_backward', 'VJPByRecompute', 'LSTMSequence', 'RNNSequence', 'GRUSequence',
+           'RNNBase', 'RNN', 'LSTM', 'GRU']
 
 # %% ../../nbs/28_recurrent.ipynb #5465f090
 import functools
@@ -17,7 +18,7 @@ import numpy as np
 from ..engine import Tensor, Function, Add, Mul, enable_grad, is_grad_enabled, grad
 from ..autograd.forward_ad import dual_level, make_dual, unpack_dual
 from ..creation import empty, _check_device
-from ..elementwise import Sub, Tanh, Sigmoid, Relu
+from ..elementwise import Sub, Tanh, Sigmoid, Relu, _relu_pass
 from ..shape import Reshape, Permute, Split, Cat, Stack, Unbind
 from .module import Module, Parameter
 from .layers import LinearFunction, dropout, _param_dtype
@@ -422,6 +423,19 @@ class VJPByRecompute(Function):
         f2 = functools.partial(_vjp_of, ctx.f, ctx.n)
         return _jvp_by_forward_mode(f2, ctx.saved_tensors, tangents, requires_grad=True)
 
+def _vjp_by_recompute(reference, saved:tuple, grads:tuple, need:tuple) -> tuple:
+    "A sequence op's gradients as a recorded op (for create_graph=True): VJPByRecompute over `reference` at the saved inputs."
+    xs = tuple(t for t in saved if t is not None)   # a missing bias is None, and no input of the reference
+    res = iter(VJPByRecompute.apply(reference, len(xs), *xs, *grads))
+    per_input = [None if t is None else next(res) for t in saved]
+    return tuple(g if n else None for g, n in zip(per_input, need))
+
+def _jvp_by_recompute(reference, saved:tuple, tangents:tuple) -> tuple:
+    "A sequence op's output tangents: `reference` run under forward mode at the saved inputs, along `tangents`."
+    present = [k for k, t in enumerate(saved) if t is not None]
+    return _jvp_by_forward_mode(reference, [saved[k] for k in present], [tangents[k] for k in present])
+
+
 # %% ../../nbs/28_recurrent.ipynb #e416b06e
 class LSTMSequence(Function):
     "lstm(x, h0, c0, W_ih, W_hh, b_ih, b_hh) over time: dz_t = act'(z_t) * (dc_t g, dc_t c_{t-1}, dc_t i, dh_t tanh c_t) with dc_t += dh_t o (1 - tanh^2 c_t), dh_{t-1} = dz_t W_hh + g_{t-1}, dc_{t-1} = dc_t f; dx_t = dz_t W_ih, dW_ih = sum dz_t^T x_t, dW_hh = sum dz_t^T h_{t-1}, db_ih = db_hh = sum dz_t"
@@ -438,10 +452,7 @@ class LSTMSequence(Function):
         x, h0, c0, w_ih, w_hh, b_ih, b_hh = saved = ctx.saved_tensors
         need = ctx.needs_input_grad
         if is_grad_enabled():   # create_graph=True: the gradient must be differentiable, so recompute it
-            xs = tuple(t for t in saved if t is not None)
-            res = VJPByRecompute.apply(_lstm_reference_for(ctx.reverse), len(xs), *xs, gout, gh, gc)
-            res = list(res) + [None, None] * (b_ih is None)
-            return tuple(r if n else None for r, n in zip(res, need)) + (None,)
+            return _vjp_by_recompute(_lstm_reference_for(ctx.reverse), saved, (gout, gh, gc), need) + (None,)
         dx, dh, dc, dw_ih, dw_hh, db = _lstm_backward(gout._data, gh._data, gc._data, x._data, h0._data, c0._data,
                                                       w_ih._data, w_hh._data, ctx.cache, ctx.reverse, need[0])
         db = None if b_ih is None else Tensor(db)
@@ -449,18 +460,166 @@ class LSTMSequence(Function):
 
     @staticmethod
     def jvp(ctx, tx, th, tc, tw_ih, tw_hh, tb_ih, tb_hh, _):
-        saved = ctx.saved_tensors
-        tangents = (tx, th, tc, tw_ih, tw_hh, tb_ih, tb_hh)
-        return _jvp_by_forward_mode(_lstm_reference_for(ctx.reverse), [p for p in saved if p is not None],
-                                    [t for p, t in zip(saved, tangents) if p is not None])
+        return _jvp_by_recompute(_lstm_reference_for(ctx.reverse), ctx.saved_tensors,
+                                 (tx, th, tc, tw_ih, tw_hh, tb_ih, tb_hh))
 
 def _lstm_reference_for(reverse:bool):
     "The reference as a function of the tensor inputs only (x, h0, c0, w_ih, w_hh[, b_ih, b_hh])."
     return functools.partial(_lstm_reference, reverse=reverse)
 
+# %% ../../nbs/28_recurrent.ipynb #25e286b1
+def _rnn_forward(X, h0, Wih, Whh, b, relu:bool, reverse:bool):
+    "The Elman recurrence on arrays: out (T, B, H), h_T, and the states backward needs (its own copy of out)."
+    T, B, I = X.shape
+    A = np.matmul(X.reshape(T * B, I), Wih.T).reshape(T, B, Whh.shape[1])   # every step's input term at once
+    if b is not None: A += b
+    WT = np.ascontiguousarray(Whh.T)   # small products run faster on a contiguous copy than on a transposed view
+    out = np.empty_like(A)
+    h = h0
+    for t in (range(T - 1, -1, -1) if reverse else range(T)):
+        a = A[t]
+        a += h @ WT
+        h = np.maximum(a, 0, out=out[t]) if relu else np.tanh(a, out=out[t])
+    return out, h.copy(), out.copy()
+
+def _rnn_backward(gout, gh, X, h0, Wih, Whh, Hs, relu:bool, reverse:bool, need_x:bool) -> tuple:
+    "Backpropagation through time on arrays: the gradients of x (None unless need_x), h0, W_ih, W_hh and the bias."
+    T, B, H = Hs.shape
+    slope = _relu_pass(Hs).astype(Hs.dtype) if relu else 1 - Hs * Hs   # phi'(a_t) at every step, read off h_t
+    D = np.empty_like(Hs)
+    dh = gh                                                # what the final state sends back to h_T
+    for t in (range(T) if reverse else range(T - 1, -1, -1)):
+        d = np.add(gout[t], dh, out=D[t])                  # dL/dh_t: its output's share, plus step t+1's
+        d *= slope[t]                                      # dL/da_t
+        dh = d @ Whh                                       # dL/dh_{t-1} through the recurrent product
+    D2 = D.reshape(T * B, H)
+    H_prev = np.concatenate((Hs[1:], h0[None]) if reverse else (h0[None], Hs[:-1])).reshape(T * B, H)
+    dx = (D2 @ Wih).reshape(X.shape) if need_x else None
+    return dx, dh, D2.T @ X.reshape(T * B, X.shape[2]), D2.T @ H_prev, D2.sum(0)
+
+# %% ../../nbs/28_recurrent.ipynb #772c3efe
+def _gru_forward(X, h0, Wih, Whh, b_ih, b_hh, reverse:bool):
+    "The GRU recurrence on arrays: out (T, B, H), h_T, and what backward needs."
+    T, B, I = X.shape
+    H = Whh.shape[1]
+    X2 = X.reshape(T * B, I)
+    RZ = np.matmul(X2, -Wih[:2 * H].T).reshape(T, B, 2 * H)    # -(u_r, u_z) of every step: exp gives e^{-a}
+    U_n = np.matmul(X2, Wih[2 * H:].T).reshape(T, B, H)        # u_n of every step
+    if b_ih is not None:
+        RZ -= b_ih[:2 * H] + b_hh[:2 * H]                      # r's and z's biases add, as the LSTM's do
+        U_n += b_ih[2 * H:]                                    # b_hn goes inside r * v_n, in the loop
+    W_rz = np.ascontiguousarray(-Whh[:2 * H].T)
+    W_n = np.ascontiguousarray(Whh[2 * H:].T)
+    V_n, N, out = (np.empty((T, B, H), X.dtype) for _ in range(3))
+    h = h0
+    with np.errstate(over='ignore'):   # e^{-a} overflows to inf for a < -709, and 1 / (1 + inf) = 0 is right
+        for t in (range(T - 1, -1, -1) if reverse else range(T)):
+            rz = RZ[t]
+            rz += h @ W_rz                                        # -(a_r, a_z)
+            np.exp(rz, out=rz); rz += 1; np.reciprocal(rz, out=rz)   # r and z, side by side
+            v = np.matmul(h, W_n, out=V_n[t])                      # v_n = W_hn h_{t-1} + b_hn
+            if b_hh is not None: v += b_hh[2 * H:]
+            n = np.multiply(rz[:, :H], v, out=N[t])
+            n += U_n[t]
+            np.tanh(n, out=n)                                     # n = tanh(u_n + r v_n)
+            h = np.subtract(h, n, out=out[t])
+            h *= rz[:, H:]
+            h += n                                                # h_t = n + z (h_{t-1} - n)
+    return out, h.copy(), (RZ, V_n, N, out.copy())
+
+def _gru_backward(gout, gh, X, h0, Wih, Whh, cache, reverse:bool, need_x:bool) -> tuple:
+    "Backpropagation through time on arrays: the gradients of x (None unless need_x), h0, W_ih, W_hh, b_ih and b_hh."
+    RZ, V_n, N, Hs = cache
+    T, B, H = N.shape
+    H_prev = np.concatenate((Hs[1:], h0[None]) if reverse else (h0[None], Hs[:-1]))
+    R, Z = np.ascontiguousarray(RZ[..., :H]), np.ascontiguousarray(RZ[..., H:])
+    P_n = (1 - Z) * (1 - N * N)                  # the factors of the forward pass, every step at once:
+    P_z = (H_prev - N) * Z * (1 - Z)             # da_n = dh P_n, da_z = dh P_z, da_r = da_n P_r
+    P_r = V_n * R * (1 - R)
+    dV = np.empty((T, B, 3 * H), X.dtype)        # what the recurrent terms receive: (da_r, da_z, da_n r)
+    dA_n = np.empty((T, B, H), X.dtype)
+    dh = gh.copy()                               # what the final state sends back to h_T
+    for t in (range(T) if reverse else range(T - 1, -1, -1)):
+        dh += gout[t]                                         # dL/dh_t: its output's share, plus step t+1's
+        da_n = np.multiply(dh, P_n[t], out=dA_n[t])
+        dv = dV[t]
+        np.multiply(da_n, P_r[t], out=dv[:, :H])
+        np.multiply(dh, P_z[t], out=dv[:, H:2 * H])
+        np.multiply(da_n, R[t], out=dv[:, 2 * H:])
+        dh *= Z[t]                                            # dL/dh_{t-1}: directly, through z,
+        dh += dv @ Whh                                        # and through the recurrent products
+    dU = np.concatenate((dV[..., :2 * H], dA_n), 2).reshape(T * B, 3 * H)   # what the input terms receive
+    dV = dV.reshape(T * B, 3 * H)
+    dx = (dU @ Wih).reshape(X.shape) if need_x else None
+    return dx, dh, dU.T @ X.reshape(T * B, X.shape[2]), dV.T @ H_prev.reshape(T * B, H), dU.sum(0), dV.sum(0)
+
+# %% ../../nbs/28_recurrent.ipynb #63769d67
+def _rnn_reference(x, h0, w_ih, w_hh, b_ih=None, b_hh=None, *, nonlinearity:str='tanh', reverse:bool=False) -> tuple:
+    "An Elman RNN layer in one direction, rnn_tanh_cell or rnn_relu_cell at each step: (out (T, B, H), h_T)."
+    cell = rnn_relu_cell if nonlinearity == 'relu' else rnn_tanh_cell
+    return _run_cell(cell, x, h0, (w_ih, w_hh, b_ih, b_hh), reverse)
+
+def _gru_reference(x, h0, w_ih, w_hh, b_ih=None, b_hh=None, *, reverse:bool=False) -> tuple:
+    "A GRU layer in one direction, gru_cell at each step: (out (T, B, H), h_T)."
+    return _run_cell(gru_cell, x, h0, (w_ih, w_hh, b_ih, b_hh), reverse)
+
+class RNNSequence(Function):
+    "rnn(x, h0, W_ih, W_hh, b_ih, b_hh) over time, h_t = act(a_t): da_t = dh_t act'(a_t) with dh_{t-1} = da_t W_hh + g_{t-1} (act' = 1 - h_t^2 for tanh, [h_t != 0] for relu); dx_t = da_t W_ih, dW_ih = sum da_t^T x_t, dW_hh = sum da_t^T h_{t-1}, db_ih = db_hh = sum da_t"
+    @staticmethod
+    def forward(ctx, x, h0, w_ih, w_hh, b_ih, b_hh, nonlinearity, reverse):
+        if nonlinearity not in ('tanh', 'relu'):
+            raise ValueError(f"RNNSequence: Unknown nonlinearity {nonlinearity!r}. Select from 'tanh' or 'relu'.")
+        b = None if b_ih is None else b_ih._data + b_hh._data
+        ctx.relu, ctx.reverse = nonlinearity == 'relu', reverse
+        out, h, ctx.states = _rnn_forward(x._data, h0._data, w_ih._data, w_hh._data, b, ctx.relu, reverse)
+        ctx.reference = functools.partial(_rnn_reference, nonlinearity=nonlinearity, reverse=reverse)
+        ctx.save_for_backward(x, h0, w_ih, w_hh, b_ih, b_hh)
+        return out, h
+
+    @staticmethod
+    def backward(ctx, gout, gh):
+        x, h0, w_ih, w_hh, b_ih, b_hh = saved = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        if is_grad_enabled():   # create_graph=True: the gradient must be differentiable, so recompute it
+            return _vjp_by_recompute(ctx.reference, saved, (gout, gh), need) + (None, None)
+        dx, dh, dw_ih, dw_hh, db = _rnn_backward(gout._data, gh._data, x._data, h0._data, w_ih._data, w_hh._data,
+                                                 ctx.states, ctx.relu, ctx.reverse, need[0])
+        db = None if b_ih is None else Tensor(db)
+        return (None if dx is None else Tensor(dx), Tensor(dh), Tensor(dw_ih), Tensor(dw_hh), db, db, None, None)
+
+    @staticmethod
+    def jvp(ctx, tx, th, tw_ih, tw_hh, tb_ih, tb_hh, _, __):
+        return _jvp_by_recompute(ctx.reference, ctx.saved_tensors, (tx, th, tw_ih, tw_hh, tb_ih, tb_hh))
+
+class GRUSequence(Function):
+    "gru(x, h0, W_ih, W_hh, b_ih, b_hh) over time: da_n = dh_t (1 - z)(1 - n^2), da_z = dh_t (h_{t-1} - n) z (1 - z), da_r = da_n v_n r (1 - r); du_t = (da_r, da_z, da_n), dv_t = (da_r, da_z, da_n r), dh_{t-1} = dh_t z + dv_t W_hh + g_{t-1}; dx_t = du_t W_ih, dW_ih = sum du_t^T x_t, dW_hh = sum dv_t^T h_{t-1}, db_ih = sum du_t, db_hh = sum dv_t"
+    @staticmethod
+    def forward(ctx, x, h0, w_ih, w_hh, b_ih, b_hh, reverse):
+        b = (None, None) if b_ih is None else (b_ih._data, b_hh._data)
+        out, h, ctx.cache = _gru_forward(x._data, h0._data, w_ih._data, w_hh._data, *b, reverse)
+        ctx.reverse = reverse
+        ctx.reference = functools.partial(_gru_reference, reverse=reverse)
+        ctx.save_for_backward(x, h0, w_ih, w_hh, b_ih, b_hh)
+        return out, h
+
+    @staticmethod
+    def backward(ctx, gout, gh):
+        x, h0, w_ih, w_hh, b_ih, b_hh = saved = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        if is_grad_enabled():   # create_graph=True: the gradient must be differentiable, so recompute it
+            return _vjp_by_recompute(ctx.reference, saved, (gout, gh), need) + (None,)
+        dx, dh, dw_ih, dw_hh, db_ih, db_hh = _gru_backward(gout._data, gh._data, x._data, h0._data, w_ih._data,
+                                                           w_hh._data, ctx.cache, ctx.reverse, need[0])
+        biases = (None, None) if b_ih is None else (Tensor(db_ih), Tensor(db_hh))
+        return (None if dx is None else Tensor(dx), Tensor(dh), Tensor(dw_ih), Tensor(dw_hh), *biases, None)
+
+    @staticmethod
+    def jvp(ctx, tx, th, tw_ih, tw_hh, tb_ih, tb_hh, _):
+        return _jvp_by_recompute(ctx.reference, ctx.saved_tensors, (tx, th, tw_ih, tw_hh, tb_ih, tb_hh))
+
 # %% ../../nbs/28_recurrent.ipynb #ad517d72
 _GATES = {'RNN_TANH': 1, 'RNN_RELU': 1, 'LSTM': 4, 'GRU': 3}
-_CELLS = {'RNN_TANH': rnn_tanh_cell, 'RNN_RELU': rnn_relu_cell, 'GRU': gru_cell}
+_CELLS = {'RNN_TANH': rnn_tanh_cell, 'RNN_RELU': rnn_relu_cell, 'LSTM': lstm_cell, 'GRU': gru_cell}
 
 class RNNBase(Module):
     "A stack of recurrent layers, each run over the sequence in one or both directions: what RNN, LSTM and GRU share."
@@ -531,9 +690,10 @@ class RNNBase(Module):
         return s
 
     def _direction(self, x, state:tuple, weights:tuple, reverse:bool) -> tuple:
-        "One layer in one direction over x (T, B, I) from `state`: (outputs (T, B, H), final state as a tuple)."
-        out, h = _run_cell(_CELLS[self.mode], x, state[0], weights, reverse)
-        return out, (h,)
+        "One layer in one direction over x (T, B, I) from `state`, by the cell loop: (outputs (T, B, H), final state as a tuple)."
+        lstm = self.mode == 'LSTM'
+        out, final = _run_cell(_CELLS[self.mode], x, state if lstm else state[0], weights, reverse)
+        return out, (final if lstm else (final,))
 
 # %% ../../nbs/28_recurrent.ipynb #8959d8d0
 @patch
@@ -629,6 +789,10 @@ class RNN(RNNBase):
                          bias, batch_first, dropout, bidirectional, device=device, dtype=dtype, generator=generator)
         self.nonlinearity = nonlinearity
 
+    def _direction(self, x, state, weights, reverse):
+        out, h = RNNSequence.apply(x, state[0], *weights, self.nonlinearity, reverse)
+        return out, (h,)
+
 class LSTM(RNNBase):
     "A multi-layer long short-term memory network; returns output, (h_n, c_n)."
     def __init__(self, input_size:int, hidden_size:int, num_layers:int=1, bias:bool=True, batch_first:bool=False,
@@ -646,3 +810,7 @@ class GRU(RNNBase):
                  dropout:float=0.0, bidirectional:bool=False, device=None, dtype=None, *, generator=None):
         super().__init__('GRU', input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
                          device=device, dtype=dtype, generator=generator)
+
+    def _direction(self, x, state, weights, reverse):
+        out, h = GRUSequence.apply(x, state[0], *weights, reverse)
+        return out, (h,)
