@@ -315,7 +315,7 @@ class Node:
     def save_for_backward(self, *tensors):
         "Keep `tensors` for backward; an in-place change to one of them before backward is an error."
         self._saved = tensors
-        self._versions = tuple(None if t is None else t._counter.value for t in tensors)
+        self._versions = tuple([None if t is None else t._counter.value for t in tensors])
 
     @property
     def saved_tensors(self) -> tuple:
@@ -410,26 +410,27 @@ class Function:
             else: raw = cls.forward(ctx, *args)
         finally: _grad_mode.enabled = was_enabled
         multi = isinstance(raw, tuple)
-        raws = raw if multi else (raw,)
-        outs = tuple(_wrap_output(r, origin) for r in raws)
+        if multi: raws, outs = raw, tuple([_wrap_output(r, origin) for r in raw])
+        else: raws, outs = (raw,), (_wrap_output(raw, origin),)
         if multi or type(raw) is Tensor: _mark_views(cls, args, raws, outs)
         if record:
-            ctx.edges = tuple(_edge(a) for a in args)
-            ctx.needs_input_grad = tuple(e is not None for e in ctx.edges)
+            edges = ctx.edges = tuple([_edge(a) for a in args])
+            ctx.needs_input_grad = tuple([e is not None for e in edges])
             ctx.n_outputs, ctx._origin = len(outs), origin
-            ctx._out_meta = tuple((o.shape, o.dtype) for o in outs)
-            nd = {id(t) for t in ctx._non_differentiable}   # forward's own outputs, before wrapping
-            for i, (o, r) in enumerate(zip(outs, raws)):
-                if o._data.dtype.kind == 'f' and id(r) not in nd:
+            ctx._out_meta = tuple([(o._data.shape, o._data.dtype) for o in outs])
+            nd = ctx._non_differentiable   # forward's own outputs, before wrapping
+            for i, o in enumerate(outs):
+                if o._data.dtype.kind == 'f' and not (nd and any(t is raws[i] for t in nd)):
                     o.grad_fn, o._output_nr, o.requires_grad = ctx, i, True
             if ctx._saved is not None and (multi or type(raw) is Tensor):   # only a Tensor output can have been saved
-                ctx._relink = tuple((k, nr) for k, t in enumerate(ctx._saved) for nr, r in enumerate(raws)
-                                    if t is r and outs[nr].requires_grad)
+                ctx._relink = tuple([(k, nr) for k, t in enumerate(ctx._saved) for nr, r in enumerate(raws)
+                                     if t is r and outs[nr].requires_grad])
         if _forward_ad.level: _forward_ad.push(cls, ctx, args, outs)
         return outs if multi else outs[0]
 
 def _wrap_output(r, origin) -> Tensor:
     "A forward's result as a fresh output Tensor (arrays and scalars are wrapped; Tensors get a new shell)."
+    if type(r) is np.ndarray: return Tensor(r, _origin=origin)   # the common case, checked first
     if isinstance(r, Tensor):
         out = Tensor(r._data, _origin=origin)
         out._counter = r._counter   # a view shares its base's counter
@@ -915,16 +916,19 @@ def run_backward(roots:tuple, # output tensors to differentiate
             if node._hooks is not None:   # a tensor's hooks see its summed gradient, before .grad keeps it and backward uses it
                 for nr, hooks in node._hooks.items():
                     if slot[nr] is not None and hooks: slot[nr] = _run_hooks(hooks, slot[nr])
-            for nr, t in node._retained.items():   # a retained gradient accumulates, as a leaf's does
-                if slot[nr] is not None: _deliver(t, slot[nr], create_graph)
+            if node._retained:
+                for nr, t in node._retained.items():   # a retained gradient accumulates, as a leaf's does
+                    if slot[nr] is not None: _deliver(t, slot[nr], create_graph)
             if capture is not None:
                 for nr, g in enumerate(slot):
                     k = wanted.get((node, nr))
                     if k is not None and g is not None: capture[k] = g
                 if node not in run: continue   # a wanted non-leaf whose own inputs are not wanted: done here
             if node._materialize:
-                slot = [g if g is not None else Tensor(np.zeros(s, dtype=d), _origin=node._origin)
-                        for g, (s, d) in zip(slot, node._out_meta)]
+                for nr, g in enumerate(slot):
+                    if g is None:
+                        s, d = node._out_meta[nr]
+                        slot[nr] = Tensor(np.zeros(s, dtype=d), _origin=node._origin)
             _pin.active = node.fn._library
             gin = node.fn.backward(node, *slot)
             _pin.active = False
@@ -938,9 +942,15 @@ def run_backward(roots:tuple, # output tensors to differentiate
                 target, nr = e
                 if type(target) is Node:
                     shape, dtype = target._out_meta[nr]
-                    _accumulate_into(buf, target, target.n_outputs, nr, _fit_grad(g, shape, dtype, node, i))
+                    if type(g) is not Tensor or g._data.shape != shape or g._data.dtype != dtype:
+                        g = _fit_grad(g, shape, dtype, node, i)   # summed, cast or refused; else it fits as it is
+                    into = buf.get(target)
+                    if into is None: into = buf[target] = [None] * target.n_outputs
+                    into[nr] = g if into[nr] is None else into[nr] + g
                 else:
-                    g = _fit_grad(g, target.shape, target.dtype, node, i)
+                    shape, dtype = target._data.shape, target._data.dtype
+                    if type(g) is not Tensor or g._data.shape != shape or g._data.dtype != dtype:
+                        g = _fit_grad(g, shape, dtype, node, i)
                     if capture is None and not (_leaf_hooks and _hooks_of_leaf(target)): _deliver(target, g, create_graph)
                     else: leaf_hits.append((target, g))   # a hooked leaf's hooks run once, on its summed gradient
             if not retain_graph: node._release()
