@@ -864,11 +864,10 @@ def clamp(input:Tensor, min=None, max=None) -> Tensor:
 
 clip = clamp
 
-def _tensor_other(fn:str, other):
-    "Refuse a number where PyTorch's signature takes only a Tensor."
+def _tensor_other(fn:str, other, hint:str="For a number bound use clamp (x.clamp(min=0.0) is maximum(x, 0)), or pass a tensor."):
+    "Refuse a number where PyTorch's signature takes only a Tensor; `hint` says what to write instead."
     if not isinstance(other, Tensor) and _number_dtype(other) is not None:
-        raise TypeError(f"{fn}(): argument 'other' must be a Tensor, not {type(other).__name__}, as in PyTorch. "
-                        f"For a number bound use clamp (x.clamp(min=0.0) is maximum(x, 0)), or pass a tensor.")
+        raise TypeError(f"{fn}(): argument 'other' must be a Tensor, not {type(other).__name__}, as in PyTorch. {hint}")
 
 def maximum(input:Tensor, other:Tensor) -> Tensor:
     "The larger of input and other, elementwise (the gradient is split equally on ties)"
@@ -1384,10 +1383,8 @@ class Hypot(Function):
         return (ta * a + tb * b) / y
 
 def _other_tensor(fn:str, other):
-    "Refuse a non-Tensor `other`, as PyTorch's signature does."
-    if not isinstance(other, Tensor):
-        raise TypeError(f"{fn}(): argument 'other' must be a Tensor, not {type(other).__name__}, as in PyTorch. For "
-                        f"a constant, pass a 0-d tensor: {fn}(x, tensor(2.0)).")
+    "Refuse a number `other`, as PyTorch's signature does, pointing to a 0-d tensor."
+    _tensor_other(fn, other, f"For a constant, pass a 0-d tensor: {fn}(x, tensor(2.0)).")
 
 def atan2(input:Tensor, other:Tensor) -> Tensor:
     "The angle of the point (other, input), elementwise, in (-pi, pi]"
