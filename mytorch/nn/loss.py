@@ -433,7 +433,13 @@ def nll_loss(input:Tensor, # log-probabilities, (C,), (N, C) or (N, C, d1, ...)
 class CrossEntropy(Function):
     "cross_entropy(x, q) = -sum(q * log_softmax(x), class dim): dx = g * (softmax(x) * sum(q) - q), dq = -g * log_softmax(x)"
     @staticmethod
-    def forward(ctx, x, q, axis, denom, counted):
+    def forward(ctx, x, q, axis, denom, counted, indices=None):
+        if indices is not None:   # q holds class indices: the target distribution is made here, inside the op, so
+            # that a program replayed without its Python (chapter 40's tape) makes it again from each call's target
+            w, eps, ignore_index, reduction = indices
+            T, counted = _class_indices(x, q, axis, ignore_index, 'cross_entropy')
+            qa, total = _index_distribution(x, T, counted, w, axis, eps)
+            q, denom = Tensor(qa, _origin=q._origin), _denominator(reduction, total, 'cross_entropy')
         X = x._data
         logp = X - X.max(axis=axis, keepdims=True, initial=-np.inf)
         logp -= np.log(np.exp(logp).sum(axis=axis, keepdims=True))
@@ -453,19 +459,19 @@ class CrossEntropy(Function):
             else: G = g._data * np.expand_dims(_nan_where(ctx.counted, logp.sum(axis).shape), axis)   # 0/0: see _upstream
             dx = Tensor(G * (np.exp(logp) * Q.sum(axis=axis, keepdims=True) - Q), _origin=x._origin) if need[0] else None
             dq = Tensor(G * -logp, _origin=q._origin) if need[1] else None
-            return dx, dq, None, None, None
+            return (dx, dq) + (None,) * (len(need) - 2)
         # recorded, for second derivatives: the same formulas in Tensor ops
         G = _upstream(g, ctx.denom, axis, ctx.counted, x.shape[:axis] + x.shape[axis + 1:])
         dx = G * (Softmax.apply(x, axis) * q.sum(axis, keepdim=True) - q) if need[0] else None
         dq = G * -LogSoftmax.apply(x, axis) if need[1] else None
-        return dx, dq, None, None, None
+        return (dx, dq) + (None,) * (len(need) - 2)
 
     @staticmethod
     def jvp(ctx, tx, tq, *_):   # the partial derivatives of the backward, contracted with the tangents
         x, q = ctx.saved_tensors
         axis = ctx.axis
         t = (tx * (Softmax.apply(x, axis) * q.sum(axis, keepdim=True) - q)).sum(axis)
-        if tq._data.any(): t = t + (tq * -LogSoftmax.apply(x, axis)).sum(axis)
+        if tq is not None and tq._data.dtype.kind == 'f' and tq._data.any(): t = t + (tq * -LogSoftmax.apply(x, axis)).sum(axis)
         return _reduced_tangent(t, ctx.denom)
 
 def _along(v:np.ndarray, ndim:int, axis:int) -> np.ndarray:
@@ -507,10 +513,7 @@ def cross_entropy(input:Tensor, # scores (logits): (C,), (N, C) or (N, C, d1, ..
         if w is not None: q = q * Tensor(_along(w.astype(input.dtype), input.ndim, axis))
         total = input.numel() // C if C else 0   # PyTorch: the number of samples, whatever the weights
     else:
-        T, valid = _class_indices(input, target, axis, ignore_index, op)
-        qa, total = _index_distribution(input, T, valid, w, axis, eps)
-        q = Tensor(qa, _origin=target._origin)
-        return CrossEntropy.apply(input, q, axis, _denominator(reduction, total, op), valid)
+        return CrossEntropy.apply(input, target, axis, None, None, (w, eps, ignore_index, reduction))
     return CrossEntropy.apply(input, q, axis, _denominator(reduction, total, op), None)
 
 # %% ../../nbs/24_loss.ipynb #d654825e
