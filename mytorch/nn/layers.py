@@ -6,8 +6,8 @@ Docs: https://mytorch-book.github.io/mytorch/layers.html.md"""
 
 # %% auto #0
 __all__ = ['LinearFunction', 'linear', 'Linear', 'UninitializedParameter', 'Identity', 'Flatten', 'unflatten', 'Unflatten',
-           'dropout', 'Dropout', 'EmbeddingFunction', 'EmbeddingBackward', 'embedding', 'Embedding', 'Sequential',
-           'ModuleList', 'ModuleDict']
+           'dropout', 'NativeDropout', 'Dropout', 'EmbeddingFunction', 'EmbeddingBackward', 'embedding', 'Embedding',
+           'Sequential', 'ModuleList', 'ModuleDict']
 
 # %% ../../nbs/22_layers.ipynb #d9065aef
 import math
@@ -286,11 +286,28 @@ def dropout(input:Tensor, # any shape, floating point
     dt = input._data.dtype
     if dt.kind != 'f':
         raise TypeError(f"dropout needs a floating-point input (it scales by 1/(1-p)), got {_describe(input)}.")
-    u = _rng(generator).random(input._data.shape, dtype=np.float32 if dt.itemsize <= 4 else np.float64)
-    mask = (u >= p).astype(dt) if p < 1 else np.zeros(input._data.shape, dtype=dt)
+    if inplace: return input.mul_(Tensor(_dropout_mask(input._data, p, generator), _origin=input._origin))
+    return NativeDropout.apply(input, p, generator)
+
+def _dropout_mask(x:np.ndarray, p:float, generator) -> np.ndarray:
+    "Bernoulli(1 - p) draws for each element of x, scaled by 1/(1-p), in x's dtype."
+    dt = x.dtype
+    u = _rng(generator).random(x.shape, dtype=np.float32 if dt.itemsize <= 4 else np.float64)
+    mask = (u >= p).astype(dt) if p < 1 else np.zeros(x.shape, dtype=dt)
     if 0 < p < 1: mask *= dt.type(1 / (1 - p))
-    mask = Tensor(mask, _origin=input._origin)
-    return input.mul_(mask) if inplace else Mul.apply(input, mask)
+    return mask
+
+class NativeDropout(Function):
+    "dropout(x) = x * m, m drawn in forward (0, or 1/(1-p) with probability 1-p): dx = g * m"
+    # The mask is drawn inside the op, so a program replayed without its Python draws a fresh one each time.
+    @staticmethod
+    def forward(ctx, x, p, generator):
+        ctx.mask = Tensor(_dropout_mask(x._data, p, generator), _origin=x._origin)
+        return x._data * ctx.mask._data
+    @staticmethod
+    def backward(ctx, g): return Mul.apply(g, ctx.mask), None, None
+    @staticmethod
+    def jvp(ctx, t, *_): return Mul.apply(t, ctx.mask)
 
 class Dropout(Module):
     "During training, zero each element with probability p and scale the rest by 1/(1-p); the identity in eval mode."

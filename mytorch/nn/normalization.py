@@ -179,12 +179,16 @@ def _grads(ctx, gx, gw, gb) -> tuple:
     "The backward's return value: NumPy results as Tensors of the inputs' shapes, None for what needs no gradient."
     need, (x, w) = ctx.needs_input_grad, ctx.saved_tensors
     return (Tensor(gx.reshape(x.shape)) if need[0] else None, Tensor(gw.reshape(w.shape)) if need[1] else None,
-            Tensor(gb.reshape(ctx.bias_shape)) if need[2] else None, None, None, None, None, None)
+            Tensor(gb.reshape(ctx.bias_shape)) if need[2] else None) + (None,) * (len(need) - 3)
 
 class Normalization(Function):
     "y = xhat * w + b, xhat = (x - mean) * inv_std over the layout's axes: dx = inv_std * (g' - mean(g') - xhat * mean(g' * xhat)), g' = g * w (g' * inv_std for constant statistics), dw = sum(g * xhat), db = sum(g)"
     @staticmethod
-    def forward(ctx, x, weight, bias, mean, var, eps, layout, batch_stats):
+    def forward(ctx, x, weight, bias, mean, var, eps, layout, batch_stats, running=None):
+        if mean is None:   # the statistics of this input, computed inside the op (and the running averages updated
+            # from them) so that a program replayed without its Python (chapter 40's tape) computes them again
+            mean, var = _moments(x._data, layout)
+            if running is not None: _update_running(mean, var, *running)
         inv_std = 1.0 / np.sqrt(var + eps)
         w, b = (None if p is None else p._data for p in (weight, bias))
         if _channels(layout):   # batch norm: one fused pass; xhat is recomputed where it is needed
@@ -217,7 +221,7 @@ class Normalization(Function):
             if layout.view != shape: gx = Reshape.apply(gx, shape)
         if ctx.needs_input_grad[1]: gw = Reshape.apply(SumTo.apply(g * xhat, layout.param_shape), w.shape)
         if ctx.needs_input_grad[2]: gb = Reshape.apply(SumTo.apply(g, layout.param_shape), ctx.bias_shape)
-        return gx, gw, gb, None, None, None, None, None
+        return (gx, gw, gb) + (None,) * (len(ctx.needs_input_grad) - 3)
 
     @staticmethod
     def plain_backward(ctx, g):
@@ -287,6 +291,18 @@ def _moments(a:np.ndarray, layout:_Layout):
     var = v.var(layout.axes, keepdims=True, dtype=np.float64, mean=mean)
     return mean.astype(a.dtype, copy=False), var.astype(a.dtype, copy=False)
 
+def _update_running(mean, var, running_mean, running_var, momentum, M):
+    "Move the running averages towards this batch's statistics (the variance unbiased, as PyTorch keeps it)."
+    C = mean.size
+    if running_mean is not None:
+        running_mean._data *= 1 - momentum
+        running_mean._data += momentum * mean.reshape(C)
+        running_mean._bump_version()
+    if running_var is not None:
+        running_var._data *= 1 - momentum
+        running_var._data += momentum * M / (M - 1) * var.reshape(C)
+        running_var._bump_version()
+
 def _one_value_each(input, M:int):
     if M == 1:
         raise ValueError(f"Expected more than 1 value per channel when training, got input size {tuple(input.shape)} "
@@ -304,15 +320,9 @@ def _batch_norm(input, running_mean, running_var, weight, bias, training, moment
     if training:
         _one_value_each(input, M)
         if M == 0: mean, var = np.zeros(layout.param_shape, input.dtype), np.ones(layout.param_shape, input.dtype)
-        else: mean, var = _moments(input._data, layout)
-        if M > 0 and running_mean is not None:
-            running_mean._data *= 1 - momentum
-            running_mean._data += momentum * mean.reshape(C)
-            running_mean._bump_version()
-        if M > 0 and running_var is not None:
-            running_var._data *= 1 - momentum
-            running_var._data += momentum * M / (M - 1) * var.reshape(C)
-            running_var._bump_version()
+        else:   # the op computes the batch's statistics and updates the running averages
+            return Normalization.apply(input, weight, bias, None, None, eps, layout, True,
+                                       (running_mean, running_var, momentum, M))
     else:
         if running_mean is None or running_var is None:
             raise RuntimeError(f"{who}: running_mean must be defined in evaluation mode (training=False normalizes with "
@@ -347,8 +357,7 @@ def _layer_norm(input, normalized_shape, weight, bias, eps, who):
     for name, t in (('weight', weight), ('bias', bias)):
         _need_vector(t, name, shape, input, who, "normalized_shape")
     layout = _Layout(input.shape, tuple(range(input.ndim - k, input.ndim)), (1,) * (input.ndim - k) + shape)
-    mean, var = _moments(input._data, layout)
-    return Normalization.apply(input, weight, bias, mean, var, eps, layout, True)
+    return Normalization.apply(input, weight, bias, None, None, eps, layout, True)
 
 def layer_norm(input:Tensor, # (..., *normalized_shape)
                normalized_shape, # the trailing shape normalized over: an int or a tuple
@@ -368,8 +377,7 @@ def _group_norm(input, num_groups, weight, bias, eps, who):
     positions = math.prod(input.shape[2:])
     _one_value_each(input, N * C * positions)   # PyTorch's check: it refuses only a single number in total
     layout = _Layout((N, num_groups, C // num_groups * positions), (2,), (1, C) + (1,) * (input.ndim - 2))
-    mean, var = _moments(input._data, layout)
-    return Normalization.apply(input, weight, bias, mean, var, eps, layout, True)
+    return Normalization.apply(input, weight, bias, None, None, eps, layout, True)
 
 def group_norm(input:Tensor, # (N, C, ...)
                num_groups:int, # groups of C // num_groups consecutive channels
