@@ -2,6 +2,7 @@
 
 Modules:
 
+- `mytorch.compiler`: `mytorch.compiler`: `mytorch.lower` records a function once and lowers its forward and backward to a flat list of NumPy calls over numbered, pooled buffers; `mytorch.compile`, PyTorch's name and calling convention, replays that tape while guards hold and falls back to eager mode where Python depends on a tensor's values.
 - `mytorch.nn.functional`: mytorch.nn.functional: the functional forms of the ops and layers, at PyTorch's address."""
 
 __version__ = "0.1.0"
@@ -34,17 +35,20 @@ else:
     from .autograd.forward_ad import dual_level, make_dual, unpack_dual, UnpackedDual
     del _
 
+# Names whose modules load on first use (Parts V-VII), as `mytorch.save` does.
+_LAZY = {"save": "serialization", "load": "serialization", "compile": "compiler", "lower": "compiler"}
+
 # The public names: what the imports above bound, less the submodules (as in torch.__all__),
 # plus the two that load on first use.
 __all__ = [_n for _n, _v in globals().items() if not _n.startswith("_") and not isinstance(_v, _ModuleType)]
-__all__ += ["save", "load"] if _numpy_missing is None else []
+__all__ += list(_LAZY) if _numpy_missing is None else []
 
 
 def __getattr__(name):
-    "Load what `import mytorch` leaves for first use: `mytorch.save`/`load` and the optional submodules."
-    if name in ("save", "load"):   # torch.save and torch.load
-        from . import serialization
-        return getattr(serialization, name)
+    "Load what `import mytorch` leaves for first use: `mytorch.save`/`load`, `compile`, ... and the optional submodules."
+    if name in _LAZY:   # torch.save, torch.load, torch.compile, ...
+        import importlib
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
     if not name.startswith("_"):
         import importlib
         try:

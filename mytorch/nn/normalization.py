@@ -291,8 +291,17 @@ def _moments(a:np.ndarray, layout:_Layout):
     var = v.var(layout.axes, keepdims=True, dtype=np.float64, mean=mean)
     return mean.astype(a.dtype, copy=False), var.astype(a.dtype, copy=False)
 
-def _update_running(mean, var, running_mean, running_var, momentum, M):
+def _count_batch(counter:Tensor) -> float:
+    "Add one to a batch norm's num_batches_tracked; 1/count, the weight of this batch in a cumulative average."
+    counter._data += 1
+    counter._bump_version()
+    return 1.0 / int(counter._data)
+
+def _update_running(mean, var, running_mean, running_var, momentum, M, counter=None):
     "Move the running averages towards this batch's statistics (the variance unbiased, as PyTorch keeps it)."
+    if counter is not None:   # a module's count of batches; momentum None: the cumulative average, weight 1/count
+        factor = _count_batch(counter)
+        if momentum is None: momentum = factor
     C = mean.size
     if running_mean is not None:
         running_mean._data *= 1 - momentum
@@ -309,7 +318,7 @@ def _one_value_each(input, M:int):
                          "(the variance of one value is 0, and the running variance would divide by M - 1 = 0). Use a "
                          "batch of at least two, or call model.eval() to normalize with the running statistics.")
 
-def _batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps, who):
+def _batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps, who, counter=None):
     _need_input(input, who)
     C = input.shape[1]
     for name, t in (('weight', weight), ('bias', bias), ('running_mean', running_mean), ('running_var', running_var)):
@@ -319,10 +328,12 @@ def _batch_norm(input, running_mean, running_var, weight, bias, training, moment
     M = math.prod(input.shape[d] for d in axes)
     if training:
         _one_value_each(input, M)
-        if M == 0: mean, var = np.zeros(layout.param_shape, input.dtype), np.ones(layout.param_shape, input.dtype)
-        else:   # the op computes the batch's statistics and updates the running averages
+        if M == 0:
+            mean, var = np.zeros(layout.param_shape, input.dtype), np.ones(layout.param_shape, input.dtype)
+            if counter is not None: _count_batch(counter)
+        else:   # the op computes the batch's statistics and updates the running averages (and the module's count)
             return Normalization.apply(input, weight, bias, None, None, eps, layout, True,
-                                       (running_mean, running_var, momentum, M))
+                                       (running_mean, running_var, momentum, M, counter))
     else:
         if running_mean is None or running_var is None:
             raise RuntimeError(f"{who}: running_mean must be defined in evaluation mode (training=False normalizes with "
@@ -444,16 +455,14 @@ class _BatchNorm(Module):
 
     def forward(self, input:Tensor) -> Tensor:
         self._check_input(input)
-        factor = 0.0 if self.momentum is None else self.momentum
         if self.training: _one_value_each(input, input.shape[0] * math.prod(input.shape[2:]))   # before counting the batch
-        if self.training and self.track_running_stats:
-            self.num_batches_tracked._data += 1
-            self.num_batches_tracked._bump_version()
-            if self.momentum is None: factor = 1.0 / int(self.num_batches_tracked._data)
+        # training with running statistics: the op counts the batch (and, for momentum None, weighs it by 1/count)
+        counter = self.num_batches_tracked if self.training and self.track_running_stats else None
+        factor = self.momentum if counter is not None else (0.0 if self.momentum is None else self.momentum)
         use_batch = self.training or self.running_mean is None
         track = not self.training or self.track_running_stats
         return _batch_norm(input, self.running_mean if track else None, self.running_var if track else None,
-                           self.weight, self.bias, use_batch, factor, self.eps, self)
+                           self.weight, self.bias, use_batch, factor, self.eps, self, counter)
 
     def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
