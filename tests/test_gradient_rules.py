@@ -229,6 +229,8 @@ PROSE_ONLY = {
     'AvgPoolTranspose': "'each g[o] / D[o] added over window o': words",
     'PlaneGather': "index notation over flattened planes, in words",
     'PlaneScatterAdd': "index notation over flattened planes, in words",
+    'MaxPool': "PlaneGather's rule, in index notation over flattened planes, in words",
+    'NativeDropout': "juxtaposition ('x m'), and the mask m is drawn in forward: no formula can compute it",
     'SeparablePool': "'pool(G) with the transposed matrices': words",
     'Normalization': "primes (g') and a parenthetical variant",
     'LSTMSequence': "a recurrence over time steps, in notation",

@@ -298,7 +298,7 @@ def _dropout_mask(x:np.ndarray, p:float, generator) -> np.ndarray:
     return mask
 
 class NativeDropout(Function):
-    "dropout(x) = x * m, m drawn in forward (0, or 1/(1-p) with probability 1-p): dx = g * m"
+    "dropout(x) = x m, the mask m drawn in forward (each entry 0, or 1/(1-p) with probability 1-p): dx = g m"
     # The mask is drawn inside the op, so a program replayed without its Python draws a fresh one each time.
     @staticmethod
     def forward(ctx, x, p, generator):
