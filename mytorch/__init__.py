@@ -29,7 +29,7 @@ else:
     # What `import torch` loads too: torch.nn, torch.optim, torch.autograd (with its functional
     # and forward_ad), torch.utils.data. `from . import x` binds only the submodule's own name.
     from . import autograd, nn, optim, utils
-    from .autograd import functional as _, forward_ad as _
+    from .autograd import functional as _, forward_ad as _, graph as _
     from .nn.activation import erf   # torch.erf; its rule is derived with the other activations
     from .gradient_check import gradgradcheck, jvpcheck
     from .autograd.forward_ad import dual_level, make_dual, unpack_dual, UnpackedDual

@@ -362,6 +362,10 @@ class Node:
         self._relink = ()
         self._released = True
 
+# %% ../nbs/10_engine.ipynb #3d8ab252
+_saved_tensors_hooks = []   # the open saved_tensors_hooks contexts, innermost last (chapter 41)
+
+
 # %% ../nbs/10_engine.ipynb #b1956ca4
 def _edge(t):
     "Where the gradient for input `t` goes: (node, output_nr), (leaf, 0), or None."
@@ -393,7 +397,6 @@ class Function:
     @classmethod
     def apply(cls, *args):
         "Run the op on `args`, recording it in the graph if any input requires grad."
-        ctx = Node(cls)
         was_enabled = record = _grad_mode.enabled
         if record:
             for a in args:
@@ -401,6 +404,8 @@ class Function:
                     if a._view is not None and a._view_version != a._counter.value: _refresh_view(a)
                     if a.requires_grad: break
             else: record = False
+        hooked = record and _saved_tensors_hooks   # an open `saved_tensors_hooks` (chapter 41) makes the node
+        ctx = Node(cls) if not hooked else hooked[-1]._make_node(cls)
         origin = _user_origin()
         _grad_mode.enabled = False
         try:
@@ -425,6 +430,7 @@ class Function:
             if ctx._saved is not None and (multi or type(raw) is Tensor):   # only a Tensor output can have been saved
                 ctx._relink = tuple([(k, nr) for k, t in enumerate(ctx._saved) for nr, r in enumerate(raws)
                                      if t is r and outs[nr].requires_grad])
+            if hooked: ctx._pack()   # hand what the node keeps to the pack hook
         if _forward_ad.level: _forward_ad.push(cls, ctx, args, outs)
         return outs if multi else outs[0]
 
@@ -833,7 +839,7 @@ def _topological_nodes(roots) -> list:
         seen.add(node)
         stack.append((node, True))
         for e in node.edges:
-            if e is not None and type(e[0]) is Node and e[0] not in seen: stack.append((e[0], False))
+            if e is not None and isinstance(e[0], Node) and e[0] not in seen: stack.append((e[0], False))
     return order
 
 def _fit_grad(g, shape, dtype, node, i):
@@ -873,7 +879,7 @@ def _nodes_to_run(order:list, wanted:dict, captured:set) -> set:
         for e in node.edges:
             if e is None: continue
             target = e[0]
-            if (target in run or target in captured) if type(target) is Node else id(target) in wanted:
+            if (target in run or target in captured) if isinstance(target, Node) else id(target) in wanted:
                 run.add(node)
                 break
     return run
@@ -940,7 +946,7 @@ def run_backward(roots:tuple, # output tensors to differentiate
             for i, (e, g) in enumerate(zip(node.edges, gin)):
                 if e is None or g is None: continue
                 target, nr = e
-                if type(target) is Node:
+                if isinstance(target, Node):
                     shape, dtype = target._out_meta[nr]
                     if type(g) is not Tensor or g._data.shape != shape or g._data.dtype != dtype:
                         g = _fit_grad(g, shape, dtype, node, i)   # summed, cast or refused; else it fits as it is
