@@ -84,6 +84,7 @@ test: $(BIN)/.test-installed
 bench: $(BIN)/.test-installed
 	$(BIN)/python benchmarks/kernels.py
 	$(BIN)/python benchmarks/overhead.py
+	$(BIN)/python benchmarks/compile.py
 	$(BIN)/python benchmarks/scalar_vs_tensor.py
 	$(BIN)/python benchmarks/mlp_step.py
 	$(BIN)/python benchmarks/lstm.py
@@ -91,6 +92,8 @@ bench: $(BIN)/.test-installed
 	$(BIN)/python benchmarks/cnn_step.py
 	$(BIN)/python benchmarks/run_log.py
 	$(BIN)/python benchmarks/soak.py
+	$(BIN)/python benchmarks/checkpoint.py
+	$(BIN)/python benchmarks/ddp.py
 
 clean:
 	rm -rf _proc _docs _site build dist *.egg-info mytorch/*.so kernels/*.c

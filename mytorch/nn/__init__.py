@@ -18,7 +18,7 @@ from .pooling import *
 from .normalization import *
 from .recurrent import *
 from .attention import *
-from . import functional, init, utils
+from . import functional, init, utils, parallel
 
 __all__ = [_n for _n, _v in globals().items() if not _n.startswith("_") and not isinstance(_v, _ModuleType)]
 __all__ += ["functional", "init", "utils"]

@@ -6,7 +6,8 @@ Docs: https://mytorch-book.github.io/mytorch/data.html.md"""
 
 # %% auto #0
 __all__ = ['Dataset', 'TensorDataset', 'ConcatDataset', 'Subset', 'random_split', 'Sampler', 'SequentialSampler', 'RandomSampler',
-           'SubsetRandomSampler', 'BatchSampler', 'default_collate', 'default_convert', 'DataLoader', 'get_worker_info']
+           'SubsetRandomSampler', 'BatchSampler', 'DistributedSampler', 'default_collate', 'default_convert',
+           'DataLoader', 'get_worker_info']
 
 # %% ../../nbs/33_data.ipynb #2f4247d7
 import bisect
@@ -202,6 +203,61 @@ class BatchSampler(Sampler):
     def __len__(self) -> int:
         n, b = len(self.sampler), self.batch_size
         return n // b if self.drop_last else -(-n // b)
+
+# %% ../../nbs/33_data.ipynb #0bde26d9
+_TORCH_RANDPERM_MAX = (2**32 - 1) // 20   # PyTorch's CPU randperm switches to 64-bit draws from this n on
+
+def _torch_randperm(n:int, seed:int) -> list:
+    "torch.randperm(n, generator=torch.Generator().manual_seed(seed)).tolist(), computed with NumPy's MT19937."
+    if n >= _TORCH_RANDPERM_MAX:
+        raise ValueError(f"DistributedSampler reproduces PyTorch's shuffle for datasets of fewer than "
+                         f"{_TORCH_RANDPERM_MAX:,} samples; this one has {n:,}.")
+    bits = np.random.MT19937(0)
+    bits._legacy_seeding(seed % 2**32)   # init_genrand(seed): the seeding of PyTorch's CPU generator
+    draws = bits.random_raw(max(n - 1, 0)).tolist()   # 32-bit outputs u_0, u_1, ...
+    perm = list(range(n))
+    for i, u in enumerate(draws):
+        j = i + u % (n - i)
+        perm[i], perm[j] = perm[j], perm[i]
+    return perm
+
+# %% ../../nbs/33_data.ipynb #6ab6e8a6
+class DistributedSampler(Sampler):
+    "Replica `rank`'s share of `dataset`: every num_replicas-th index of a permutation all replicas compute alike."
+    def __init__(self, dataset,
+                 num_replicas:int=None, # how many replicas share the data (default: the process group's world size)
+                 rank:int=None, # which of them this is (default: the process's rank in the group)
+                 shuffle:bool=True, # a new permutation per epoch (set_epoch), or the dataset's order
+                 seed:int=0, # the same on every replica, or the shards overlap
+                 drop_last:bool=False): # cut the data to a multiple of num_replicas instead of padding it
+        if num_replicas is None or rank is None:
+            import mytorch.distributed as dist   # only when asked: the process group lives there
+            if num_replicas is None: num_replicas = dist.get_world_size()
+            if rank is None: rank = dist.get_rank()
+        if rank >= num_replicas or rank < 0:
+            raise ValueError(f"Invalid rank {rank}, rank should be in the interval [0, {num_replicas - 1}] "
+                             f"(num_replicas={num_replicas}).")
+        self.dataset, self.num_replicas, self.rank, self.epoch = dataset, num_replicas, rank, 0
+        self.drop_last, self.shuffle, self.seed = drop_last, shuffle, seed
+        n = len(dataset)
+        if drop_last and n % num_replicas != 0: self.num_samples = math.ceil((n - num_replicas) / num_replicas)
+        else: self.num_samples = math.ceil(n / num_replicas)
+        self.total_size = self.num_samples * num_replicas
+
+    def __iter__(self):
+        n = len(self.dataset)
+        indices = _torch_randperm(n, self.seed + self.epoch) if self.shuffle else list(range(n))
+        if not self.drop_last:   # pad with the first indices (repeated whole if the padding is longer than the data)
+            pad = self.total_size - n
+            indices += indices[:pad] if pad <= n else (indices * math.ceil(pad / n))[:pad]
+        else: indices = indices[:self.total_size]
+        return iter(indices[self.rank:self.total_size:self.num_replicas])
+
+    def __len__(self) -> int: return self.num_samples
+
+    def set_epoch(self, epoch:int):
+        "Use the permutation of `seed + epoch` from the next iteration on; call it at the start of every epoch."
+        self.epoch = epoch
 
 # %% ../../nbs/33_data.ipynb #be90637d
 _STRING_OR_OBJECT = re.compile('[SaUO]')   # NumPy dtype kinds that are not numbers
