@@ -10,7 +10,7 @@ Docs: https://mytorch-book.github.io/mytorch/compile.html.md"""
 __all__ = ['RULES', 'Unsupported', 'Val', 'Op', 'Trace', 'trace', 'Ins', 'Lowering', 'Rule', 'liveness', 'allocate', 'Tape',
            'lower', 'CompiledFunction', 'compile', 'OptimizedModule']
 
-# %% ../nbs/40_compile.ipynb #5fb79987
+# %% ../nbs/40_compile.ipynb #2a726908
 import builtins
 import itertools
 import math
@@ -27,7 +27,7 @@ from .reductions import Sum, Mean
 from .nn.module import Module
 from .nn.layers import LinearFunction
 
-# %% ../nbs/40_compile.ipynb #344991ff
+# %% ../nbs/40_compile.ipynb #eeeb4149
 class Unsupported(RuntimeError):
     "What `compile(..., fullgraph=True)` raises where a trace cannot continue (PyTorch: torch._dynamo.exc.Unsupported)."
 
@@ -88,7 +88,7 @@ def _break(tr:Trace, what:str):
     if tr.broken is None: tr.broken = (what, origin)
     _tracer[0] = None
 
-# %% ../nbs/40_compile.ipynb #38cfcd63
+# %% ../nbs/40_compile.ipynb #f721227e
 def _leaks(a) -> bool:
     "Is `a` (or something in the tuple or list `a`) a watched array: traced values about to become a literal?"
     if isinstance(a, (list, tuple)): return any(_leaks(x) for x in a)
@@ -114,7 +114,7 @@ def _traced_apply(cls, *args):
     tr.ops.append(Op('fn', cls, ins, [tr.new(o, 'op') for o in outs], _user_origin()))
     return out
 
-# %% ../nbs/40_compile.ipynb #0854f3a6
+# %% ../nbs/40_compile.ipynb #fabb2bdc
 class _Watched(np.ndarray):
     "A traced tensor's array, as code outside any op sees it: its shape and dtype read freely, its values break the trace."
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
@@ -162,7 +162,7 @@ def _data_get(self):
     if tr is not None and not tr.depth and id(self) in tr.of and type(d) is np.ndarray: return np.ndarray.view(d, _Watched)
     return d
 
-# %% ../nbs/40_compile.ipynb #c34e5ba5
+# %% ../nbs/40_compile.ipynb #49447341
 _BREAKS = {'item': '.item()', '__bool__': 'bool()', 'tolist': '.tolist()', 'numpy': '.numpy()', '__float__': 'float()',
            '__int__': 'int()', '__index__': 'use as an index', 'backward': '.backward()', '_bump_version': 'an in-place write'}
 _RANDOM = ('rand', 'randn', 'rand_like', 'randn_like', 'randint', 'randint_like', 'normal', 'bernoulli', 'randperm')
@@ -274,7 +274,7 @@ def trace(fn, args:tuple, kwargs:dict=None, fullgraph:bool=False):
         out = fn(*args, **kwargs)
     return tr, out
 
-# %% ../nbs/40_compile.ipynb #fa1eadff
+# %% ../nbs/40_compile.ipynb #7bde152b
 class Ins:
     """One line of the tape: `code` formatted with the names of the values it reads and writes. `inplace`: an elementwise
     call that may write over an operand; `views`: what it writes may share storage with what it reads."""
@@ -455,7 +455,7 @@ class Lowering:
         it = iter(gs)
         return [next(it) if isinstance(a, Val) else None for a in op.args]
 
-# %% ../nbs/40_compile.ipynb #b78add83
+# %% ../nbs/40_compile.ipynb #dc167666
 class Rule:
     "How one Function becomes NumPy calls: `forward(L, op)` writes op.outs; `backward(L, op, gouts)` gives a gradient per arg."
     def __init__(self, forward, backward, applies=None):
@@ -588,7 +588,7 @@ RULES = {
     SumTo: Rule(_sumto_fwd, _sumto_bwd), Expand: Rule(_expand_fwd, _expand_bwd),
 }
 
-# %% ../nbs/40_compile.ipynb #151e9d86
+# %% ../nbs/40_compile.ipynb #89a7711f
 def liveness(L, keep):
     "Each value's last use (an instruction index); values in `keep` live to the end. Views and opaque results extend what they may alias."
     n = len(L.ins)
@@ -630,7 +630,7 @@ def allocate(L):
             if v.id not in moved: free.setdefault((v.shape, v.dtype.str), []).append(v.buf)
     return buffers
 
-# %% ../nbs/40_compile.ipynb #303c52de
+# %% ../nbs/40_compile.ipynb #600a4068
 def _name_values(L):
     for v in L.tr.inputs: v.name = f"i{v.index}"
     for j, t in enumerate(L.tr.captured): L.tr.of[id(t)].name = f"c{j}"
@@ -819,7 +819,7 @@ def _eager_peak(fn, example, captured) -> int:
         for t, g in saved: t.grad = g
     return peak
 
-# %% ../nbs/40_compile.ipynb #b64cb714
+# %% ../nbs/40_compile.ipynb #5b624cd4
 def _flat_outputs(out):
     "(list of output Tensors, whether it was a tuple or list); (None, None) for anything else."
     if isinstance(out, Tensor): return [out], False
@@ -924,17 +924,21 @@ class CompiledFunction:
 
 def compile(model=None, *,
             fullgraph:bool=False, # a graph break is an error (Unsupported) instead of a fall back to eager mode
-            dynamic=None, backend='inductor', mode=None, options=None, # accepted as PyTorch's; a tape is the only backend
-            disable:bool=False): # return the model unchanged
+            dynamic=None, backend=None, mode=None, options=None, name=None, # accepted as PyTorch's; the tape is the one backend
+            disable:bool=False, # return the model unchanged
+            recompile_limit:int=None, # how many variants are traced before new ones run eagerly (default: 8)
+            isolate_recompiles:bool=False, shapes_spec=None): # accepted as PyTorch's
     "PyTorch's torch.compile: a function or Module whose calls replay a lowered tape while its guards hold."
     if model is None:
         return lambda m: compile(m, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode, options=options,
-                                 disable=disable)
+                                 name=name, disable=disable, recompile_limit=recompile_limit,
+                                 isolate_recompiles=isolate_recompiles, shapes_spec=shapes_spec)
     if disable: return model
-    if isinstance(model, Module): return OptimizedModule(model, fullgraph)
-    if not callable(model):
-        raise RuntimeError(f"compile: the model must be a callable or an nn.Module, got {type(model).__name__}.")
-    return CompiledFunction(model, fullgraph)
+    if isinstance(model, Module): c = OptimizedModule(model, fullgraph)
+    elif callable(model): c = CompiledFunction(model, fullgraph)
+    else: raise RuntimeError(f"compile: the model must be a callable or an nn.Module, got {type(model).__name__}.")
+    if recompile_limit is not None: (c._compiled if isinstance(c, OptimizedModule) else c).cache_size_limit = recompile_limit
+    return c
 
 class OptimizedModule(Module):
     "A compiled Module: the original is `_orig_mod` (its parameters shared), and calls go through a compiled `__call__`."
