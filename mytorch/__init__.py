@@ -37,7 +37,7 @@ else:
 
 # Names whose modules load on first use (Parts V-VII), as `mytorch.save` does.
 _LAZY = {"save": "serialization", "load": "serialization", "compile": "compiler", "lower": "compiler",
-         "check_invariants": "invariants"}
+         "check_invariants": "invariants", "odeint": "ode", "odeint_adjoint": "ode"}
 
 # The public names: what the imports above bound, less the submodules (as in torch.__all__),
 # plus the two that load on first use.

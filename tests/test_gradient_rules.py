@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import mytorch
+import mytorch.ode, mytorch.compiler, mytorch.units, mytorch.distributed   # every chapter with rules, whatever ran before
 from mytorch.autograd import Function, gradient_rules, rule_formulas, formula_names, check_rule
 
 # `2 (x - mean(x))` compiles to a call of 2, which Python warns about; that rule is in PROSE_ONLY.
@@ -184,6 +185,8 @@ CASES = {
     'Repeat': (lambda x: x.repeat(2, 1), dict(x=x34), dict(reps=(2, 1))),
     'Var': (lambda x: T.var(x, 1), dict(x=x34), dict(_reducing((1,), x34), c=1)),   # a formula since 'expand(g) * 2 * (...)'
     'LogSigmoid': (T.nn.functional.logsigmoid, dict(x=x34), {}),
+    'LinearCombination': (lambda y, h, k: T.ode.LinearCombination.apply((0.5, -2.0), y, h, *k),
+                          dict(y=normal(3, 4), h=np.array(0.7), k=[normal(3, 4), normal(3, 4)]), dict(c=(0.5, -2.0), sum=np.sum)),
 }
 
 # Rules whose docstring is prose, not a formula NumPy can evaluate, and why (the fix is in the report).
@@ -236,6 +239,7 @@ PROSE_ONLY = {
     'LSTMSequence': "a recurrence over time steps, in notation",
     'RNNSequence': "a recurrence over time steps, in notation",
     'GRUSequence': "a recurrence over time steps, in notation",
+    'OdeintAdjoint': "the rule is an ODE solved backwards in time ('integral of a df/dtheta dt'), not a formula",
     'VJPByRecompute': "'the vjp of vjp_f, again by recomputing f': words",
 }
 
