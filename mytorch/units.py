@@ -245,7 +245,7 @@ def _attach_to(x, unit:Unit):
 
 def quantity(data, # numbers, a list, an array or a plain tensor
              unit:Unit, # the unit of `data`
-             *, dtype=None, requires_grad:bool=False) -> 'Quantity':
+             *, dtype=None, requires_grad:bool=False) -> Tensor: # a Quantity
     "A new leaf tensor in `unit` (like `mytorch.tensor(data, dtype=...) * unit`, but a leaf that can require grad)."
     q = _with_unit(tensor(data, dtype=dtype), unit, _user_origin())
     return q.requires_grad_(requires_grad) if requires_grad else q
