@@ -10,7 +10,7 @@ Docs: https://mytorch-book.github.io/mytorch/compile.html.md"""
 __all__ = ['RULES', 'Unsupported', 'Val', 'Op', 'Trace', 'trace', 'Ins', 'Lowering', 'Rule', 'liveness', 'allocate', 'Tape',
            'lower', 'CompiledFunction', 'compile', 'OptimizedModule']
 
-# %% ../nbs/40_compile.ipynb #2a726908
+# %% ../nbs/40_compile.ipynb #93226e58
 import builtins
 import itertools
 import math
@@ -27,7 +27,7 @@ from .reductions import Sum, Mean
 from .nn.module import Module
 from .nn.layers import LinearFunction
 
-# %% ../nbs/40_compile.ipynb #eeeb4149
+# %% ../nbs/40_compile.ipynb #c8666cda
 class Unsupported(RuntimeError):
     "What `compile(..., fullgraph=True)` raises where a trace cannot continue (PyTorch: torch._dynamo.exc.Unsupported)."
 
@@ -88,7 +88,7 @@ def _break(tr:Trace, what:str):
     if tr.broken is None: tr.broken = (what, origin)
     _tracer[0] = None
 
-# %% ../nbs/40_compile.ipynb #f721227e
+# %% ../nbs/40_compile.ipynb #3dddc664
 def _leaks(a) -> bool:
     "Is `a` (or something in the tuple or list `a`) a watched array: traced values about to become a literal?"
     if isinstance(a, (list, tuple)): return any(_leaks(x) for x in a)
@@ -114,7 +114,7 @@ def _traced_apply(cls, *args):
     tr.ops.append(Op('fn', cls, ins, [tr.new(o, 'op') for o in outs], _user_origin()))
     return out
 
-# %% ../nbs/40_compile.ipynb #fabb2bdc
+# %% ../nbs/40_compile.ipynb #4b452dd8
 class _Watched(np.ndarray):
     "A traced tensor's array, as code outside any op sees it: its shape and dtype read freely, its values break the trace."
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
@@ -162,7 +162,7 @@ def _data_get(self):
     if tr is not None and not tr.depth and id(self) in tr.of and type(d) is np.ndarray: return np.ndarray.view(d, _Watched)
     return d
 
-# %% ../nbs/40_compile.ipynb #49447341
+# %% ../nbs/40_compile.ipynb #14bad919
 _BREAKS = {'item': '.item()', '__bool__': 'bool()', 'tolist': '.tolist()', 'numpy': '.numpy()', '__float__': 'float()',
            '__int__': 'int()', '__index__': 'use as an index', 'backward': '.backward()', '_bump_version': 'an in-place write'}
 _RANDOM = ('rand', 'randn', 'rand_like', 'randn_like', 'randint', 'randint_like', 'normal', 'bernoulli', 'randperm')
@@ -274,7 +274,7 @@ def trace(fn, args:tuple, kwargs:dict=None, fullgraph:bool=False):
         out = fn(*args, **kwargs)
     return tr, out
 
-# %% ../nbs/40_compile.ipynb #7bde152b
+# %% ../nbs/40_compile.ipynb #1e89aee2
 class Ins:
     """One line of the tape: `code` formatted with the names of the values it reads and writes. `inplace`: an elementwise
     call that may write over an operand; `views`: what it writes may share storage with what it reads."""
@@ -455,7 +455,7 @@ class Lowering:
         it = iter(gs)
         return [next(it) if isinstance(a, Val) else None for a in op.args]
 
-# %% ../nbs/40_compile.ipynb #dc167666
+# %% ../nbs/40_compile.ipynb #945aee86
 class Rule:
     "How one Function becomes NumPy calls: `forward(L, op)` writes op.outs; `backward(L, op, gouts)` gives a gradient per arg."
     def __init__(self, forward, backward, applies=None):
@@ -588,7 +588,7 @@ RULES = {
     SumTo: Rule(_sumto_fwd, _sumto_bwd), Expand: Rule(_expand_fwd, _expand_bwd),
 }
 
-# %% ../nbs/40_compile.ipynb #89a7711f
+# %% ../nbs/40_compile.ipynb #d9b7e478
 def liveness(L, keep):
     "Each value's last use (an instruction index); values in `keep` live to the end. Views and opaque results extend what they may alias."
     n = len(L.ins)
@@ -630,7 +630,7 @@ def allocate(L):
             if v.id not in moved: free.setdefault((v.shape, v.dtype.str), []).append(v.buf)
     return buffers
 
-# %% ../nbs/40_compile.ipynb #600a4068
+# %% ../nbs/40_compile.ipynb #9622255a
 def _name_values(L):
     for v in L.tr.inputs: v.name = f"i{v.index}"
     for j, t in enumerate(L.tr.captured): L.tr.of[id(t)].name = f"c{j}"
@@ -797,7 +797,7 @@ class _TapeCall(Function):
                                "for compiled functions; run the function again.")
         ctx.set = None
         res = ctx.tape.backward(s, *[None if g is None else g._data for g in grads])
-        return (None,) + tuple(res)
+        return (None,) + tuple([None if g is None else Tensor(g) for g in res])   # Tensors of the right shapes: the engine delivers them as they are
 
 def _eager_peak(fn, example, captured) -> int:
     "Peak bytes tracemalloc sees during one eager forward + backward of fn (the leaves' gradients put back afterwards)."
@@ -819,7 +819,7 @@ def _eager_peak(fn, example, captured) -> int:
         for t, g in saved: t.grad = g
     return peak
 
-# %% ../nbs/40_compile.ipynb #5b624cd4
+# %% ../nbs/40_compile.ipynb #8172dd2d
 def _flat_outputs(out):
     "(list of output Tensors, whether it was a tuple or list); (None, None) for anything else."
     if isinstance(out, Tensor): return [out], False

@@ -198,6 +198,12 @@ def _data_get(self):
 
 def _data_set(self, value): _DATA.__set__(self, value)
 
+def _accessor(f, name:str):
+    "f, renamed as the Quantity attribute `name` it implements, so that a traceback names the attribute."
+    f.__code__ = f.__code__.replace(co_name=name, co_qualname=f"Quantity.{name}")
+    f.__name__, f.__qualname__ = name, f"Quantity.{name}"
+    return f
+
 # %% ../nbs/50_units.ipynb #53e0898e
 class _Opened:
     "`with _OPEN:` marks unit-aware code, which may hand a Quantity to the library's ops."
@@ -297,12 +303,15 @@ class Quantity(Tensor):
     "A tensor with a physical unit: `.unit`, converted with `.to(unit)`; its ops check and combine units."
     __slots__ = ('unit', '_grad_unit')
     __hash__ = Tensor.__hash__
-    _data = property(_data_get, _data_set)   # the numbers, readable only by unit-aware code (see `_data_get`)
+    _data = property(_accessor(_data_get, '_data'), _accessor(_data_set, '_data'))   # the numbers, for unit-aware code (`_data_get`)
 
     # what a tensor is, read from the slot directly (the engine asks often; the guard need not look)
-    shape = property(lambda self: _DATA.__get__(self).shape)
-    dtype = property(lambda self: _DATA.__get__(self).dtype)
-    ndim = property(lambda self: _DATA.__get__(self).ndim)
+    @property
+    def shape(self) -> tuple: return _DATA.__get__(self).shape
+    @property
+    def dtype(self): return _DATA.__get__(self).dtype
+    @property
+    def ndim(self) -> int: return _DATA.__get__(self).ndim
     def dim(self) -> int: return _DATA.__get__(self).ndim
     def numel(self) -> int: return _DATA.__get__(self).size
     def size(self, dim:int=None): return _DATA.__get__(self).shape if dim is None else _DATA.__get__(self).shape[dim]
@@ -507,7 +516,7 @@ for _name in ('__neg__', '__pos__', '__abs__', 'neg', 'abs', 'relu', 'sum', 'mea
 def _transposed(self):
     "The transpose (Tensor.T), keeping the unit."
     with _OPEN: return _with_unit(Tensor.T.fget(self), self.unit)
-Quantity.T = property(_transposed)
+Quantity.T = property(_accessor(_transposed, 'T'))
 for _name in ('__matmul__', 'matmul', 'mm', 'bmm', 'mv', 'dot', 'outer', 'inner'):
     if hasattr(Tensor, _name): setattr(Quantity, _name, _multiplying(_name))
 Quantity.__rmatmul__ = _multiplying('__rmatmul__', reflected=True)
@@ -554,4 +563,4 @@ def _grad_set(self, g):
     self._grad_unit = unit
 
 _DELIVER = _deliver.__code__
-Quantity.grad = property(_grad_get, _grad_set, doc="d(loss)/d(self), in loss.unit / self.unit")
+Quantity.grad = property(_accessor(_grad_get, 'grad'), _accessor(_grad_set, 'grad'), doc="d(loss)/d(self), in loss.unit / self.unit")

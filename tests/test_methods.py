@@ -17,7 +17,7 @@ import types
 
 import pytest
 
-import mytorch, mytorch.nn, mytorch.optim, mytorch.optim.lr_scheduler, mytorch.training, mytorch.diagnostics
+import mytorch, mytorch.nn, mytorch.optim, mytorch.optim.lr_scheduler, mytorch.training, mytorch.diagnostics, mytorch.units
 from mytorch import Tensor
 from mytorch.nn import Module
 from mytorch.optim import Optimizer
@@ -29,6 +29,13 @@ ALIASES = {
     'Tensor.__abs__': ('abs', "abs(x) calls x.__abs__(); PyTorch's Tensor.__abs__ is Tensor.abs"),
     'Tensor.clip': ('clamp', "PyTorch's alias of clamp"),
     'Tensor.clip_': ('clamp_', "PyTorch's alias of clamp_"),
+    'Quantity.clip': ('clamp', "PyTorch's alias of clamp"),
+    'Quantity.__int__': ('__float__', "both refuse to drop the unit, with one message"),
+    'Quantity.mul': ('__mul__', "the method form of `*`: the same unit algebra"),
+    'Quantity.div': ('__truediv__', "the method form of `/`: the same unit algebra"),
+    'Quantity.pow': ('__pow__', "the method form of `**`: the same unit algebra"),
+    'Quantity.add': ('__add__', "the method form of `+`: the same unit check"),
+    'Quantity.sub': ('__sub__', "the method form of `-`: the same unit check"),
 }
 
 # Methods still attached under another function's name, in chapters being converted to `patch`:
