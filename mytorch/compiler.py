@@ -14,7 +14,6 @@ __all__ = ['RULES', 'Unsupported', 'Val', 'Op', 'Trace', 'trace', 'Ins', 'Loweri
 import builtins
 import itertools
 import math
-import sys
 import tracemalloc
 import warnings
 import weakref
@@ -646,7 +645,6 @@ def _source(L, outs):
         for r in ins[i].reads:
             if r.kind != 'buf' and r.kind != 'gin' and r.id not in seen and (r.first is None or r.first < nf):
                 seen.add(r.id); cross.append(r)
-    n_in = len(L.tr.inputs)
     lines = ["def forward(" + ", ".join(v.name for v in L.tr.inputs) + "):"]
     for j, t in enumerate(L.tr.captured): lines.append(f"    c{j} = C[{j}]._data")
     for i in range(nf): lines.append("    " + ins[i].text() + (f"   # {ins[i].note}" if ins[i].note else ""))
