@@ -2,6 +2,7 @@
 
     python examples/digits_cnn.py            # 15 epochs, prints the validation accuracy and the parameter count
     python examples/digits_cnn.py --quick    # 2 epochs on part of the data (CI)
+    python examples/digits_cnn.py --compile  # the same training through mytorch.compile: the same numbers
 
 The seed project reported 97.1% validation accuracy with a 9,146-parameter CNN; this script
 prints what MyTorch's network, of a similar size, reaches. Needs scikit-learn for the data set
@@ -46,6 +47,8 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="2 epochs on 600 training images, for CI")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--compile", action="store_true", help="compute each step's loss and gradients by replaying a "
+                    "tape (mytorch.compile, chapter 40); the numbers are eager mode's")
     args = ap.parse_args(argv)
     mytorch.manual_seed(args.seed)
     X, y = load_digits()
@@ -58,6 +61,8 @@ def main(argv=None):
     model = make_model(mytorch.Generator().manual_seed(args.seed))
     opt = optim.Adam(model.parameters(), lr=args.lr)
     loss_fn = nn.CrossEntropyLoss()
+    step_loss = lambda x, t: loss_fn(model(x), t)
+    if args.compile: step_loss = mytorch.compile(step_loss)   # traced once per batch shape, then replayed
     n_params = sum(p.numel() for p in model.parameters())
     print(f"digits: {len(train)} train / {len(val)} validation images, CNN with {n_params:,} parameters "
           f"(the seed's CNN: 9,146)")
@@ -65,7 +70,7 @@ def main(argv=None):
     for epoch in range(args.epochs):
         total = 0.0
         for x, t in train_loader:
-            loss = loss_fn(model(x), t)
+            loss = step_loss(x, t)
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -74,6 +79,7 @@ def main(argv=None):
     acc = accuracy(model, val_loader)
     print(f"validation accuracy after {args.epochs} epoch(s): {acc:.1%} with {n_params:,} parameters "
           f"(seed: 97.1% with 9,146) in {time.perf_counter() - t0:.1f} s")
+    if args.compile: print(f"compiled steps: {step_loss.counts['traces']} traced, {step_loss.counts['replays']} replayed")
     return acc
 
 

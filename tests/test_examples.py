@@ -42,6 +42,15 @@ def test_digits_cnn_quick_run():
     assert "validation accuracy" in out and "parameters" in out, out
 
 
+def test_digits_cnn_compiled_equals_eager():
+    "Training through mytorch.compile prints eager mode's losses and accuracies, digit for digit."
+    pytest.importorskip("sklearn")
+    epochs = lambda out: [l for l in out.splitlines() if l.startswith("epoch")]
+    eager, compiled = run("digits_cnn.py", "--quick"), run("digits_cnn.py", "--quick", "--compile")
+    assert epochs(compiled) == epochs(eager) and len(epochs(eager)) == 2, (eager, compiled)
+    assert "replayed" in compiled and " 0 replayed" not in compiled, compiled
+
+
 def test_tiny_transformer_quick_run():
     out = run("tiny_transformer.py", "--quick")
     tok = float(out.split("validation token accuracy ")[-1].split("%")[0])
