@@ -14,6 +14,7 @@ __all__ = ['float16', 'float32', 'float64', 'int8', 'int16', 'int32', 'int64', '
 import os
 import sys
 import weakref
+from types import MappingProxyType
 import numpy as np
 from .scalar import patch
 
@@ -42,6 +43,22 @@ def is_grad_enabled() -> bool:
 def _plain_backward() -> bool:
     "May a backward rule compute on plain arrays? Only when nothing records it and no tangent flows through it."
     return not _grad_mode.enabled and not _forward_ad.level
+
+# PyTorch computes IEEE results (inf, nan, overflow) silently; NumPy warns unless told not to. The engine tells it once per
+# op and once per backward pass. NumPy 2 keeps that setting in a context variable, which np.errstate sets and resets;
+# setting it directly, to a state made once, costs a tenth of entering np.errstate. Older NumPy goes through np.errstate.
+try:
+    from numpy._core._ufunc_config import _extobj_contextvar
+    from numpy._core._multiarray_umath import _make_extobj
+    _QUIET = _make_extobj(all='ignore')
+    _fp_quiet, _fp_restore = _extobj_contextvar.set, _extobj_contextvar.reset
+except ImportError:
+    _QUIET = None
+    def _fp_quiet(_):
+        e = np.errstate(all='ignore')
+        e.__enter__()
+        return e
+    def _fp_restore(e): e.__exit__(None, None, None)
 
 class set_grad_enabled:
     "Turn recording on or off: immediately when called, for a block as a context manager, or for a function as a decorator."
@@ -141,9 +158,9 @@ class Tensor:
 
     def __init__(self, data:np.ndarray, requires_grad:bool=False, _origin=None):
         self._data = data
-        self.grad = self.grad_fn = None
-        self._output_nr, self._retains_grad, self._fw_grad = 0, False, None
-        self._counter, self._view = _Version(), None
+        self.grad = self.grad_fn = self._fw_grad = self._view = None
+        self._output_nr, self._retains_grad = 0, False
+        self._counter = _Version()
         self._origin = _origin if _origin is not None else _user_origin()
         self.requires_grad = False
         if requires_grad: self.requires_grad_(True)
@@ -236,7 +253,9 @@ class Tensor:
                 raise RuntimeError("can't retain_grad on a tensor that has requires_grad=False.")
             return
         self._retains_grad = True
-        self.grad_fn._retained[self._output_nr] = self
+        node = self.grad_fn
+        if not node._retained: node._retained = {}   # the node's own table (the class's empty one is read-only)
+        node._retained[self._output_nr] = self
 
 # %% ../nbs/10_engine.ipynb #bee5e4f7
 def _format_array(a:np.ndarray) -> str:
@@ -293,16 +312,18 @@ def tensor(data, # a number, a nested list of numbers, a NumPy array or a Tensor
 # %% ../nbs/10_engine.ipynb #cb239cae
 class Node:
     "The record of one op in the graph: PyTorch's `ctx`, and the `grad_fn` of the op's outputs."
-    __slots__ = ('fn', 'edges', 'needs_input_grad', '_saved', '_versions', '_released', 'n_outputs',
-                 '_out_meta', '_retained', '_origin', '_materialize', '_non_differentiable', '_relink', '_hooks', '__dict__',
-                 '__weakref__')
+    __slots__ = ('fn', 'edges', 'needs_input_grad', '_saved', '_versions', '_released', 'n_outputs', '_out_meta',
+                 '_origin', '__dict__', '__weakref__')
+    # What few nodes need is not set per node: these class attributes are the defaults, and a node that needs another
+    # value gets it in its own __dict__ (retained gradients, hooks, unmaterialized or non-differentiable outputs).
+    _retained = MappingProxyType({})   # output number -> the non-leaf that called retain_grad()
+    _materialize, _non_differentiable, _relink, _hooks = True, (), (), None
 
     def __init__(self, fn):
-        self.fn, self.edges, self.needs_input_grad = fn, (), ()
-        self._saved = self._versions = None
-        self._released, self.n_outputs, self._out_meta = False, 1, ()
-        self._retained, self._origin, self._materialize = {}, None, True
-        self._non_differentiable, self._relink, self._hooks = (), (), None
+        self.fn = fn
+        self.edges = self.needs_input_grad = self._out_meta = ()
+        self._saved = self._versions = self._origin = None
+        self._released, self.n_outputs = False, 1
 
     def name(self) -> str: return f"{self.fn.__name__}Backward"
     def __repr__(self): return f"<{self.name()}>"
@@ -359,7 +380,7 @@ class Node:
 
     def _release(self):
         self._saved = self._versions = None
-        self._relink = ()
+        if self._relink: self._relink = ()
         self._released = True
 
 # %% ../nbs/10_engine.ipynb #3d8ab252
@@ -367,6 +388,11 @@ _saved_tensors_hooks = []   # the open saved_tensors_hooks contexts, innermost l
 
 
 # %% ../nbs/10_engine.ipynb #b1956ca4
+def _definer(cls, name):
+    "The class in `cls`'s method resolution order whose body defines `name`."
+    for k in cls.__mro__:
+        if name in k.__dict__: return k
+
 def _edge(t):
     "Where the gradient for input `t` goes: (node, output_nr), (leaf, 0), or None."
     if not isinstance(t, Tensor): return None
@@ -382,6 +408,7 @@ class Function:
     def backward(ctx, *grads): raise NotImplementedError("a Function must define a static backward(ctx, *grads)")
     @staticmethod
     def jvp(ctx, *tangents): return NotImplemented  # forward mode: see "Forward mode" below, and chapter 19
+    backward_numpy = None   # optional: the same rule on NumPy arrays, for a backward pass that records nothing (below)
     linear = False   # True for an op linear in its tensor inputs: its jvp is the op itself, applied to the tangents
 
     @staticmethod
@@ -393,27 +420,43 @@ class Function:
         super().__init_subclass__(**kwargs)
         cls._library = cls.__module__.startswith('mytorch.')   # the engine pins one origin for its rules' ops
         cls._separate_ctx = cls.setup_context is not Function.setup_context   # the newer style: forward has no ctx
+        b, bn = _definer(cls, 'backward'), _definer(cls, 'backward_numpy')
+        if b is not bn and issubclass(b, bn): cls.backward_numpy = None   # a newer `backward` makes an inherited array rule stale
 
     @classmethod
     def apply(cls, *args):
         "Run the op on `args`, recording it in the graph if any input requires grad."
-        was_enabled = record = _grad_mode.enabled
-        if record:
+        was_enabled, record = _grad_mode.enabled, False
+        if was_enabled:
             for a in args:
                 if isinstance(a, Tensor):
                     if a._view is not None and a._view_version != a._counter.value: _refresh_view(a)
-                    if a.requires_grad: break
-            else: record = False
+                    if a.requires_grad: record = True
         hooked = record and _saved_tensors_hooks   # an open `saved_tensors_hooks` (chapter 41) makes the node
         ctx = Node(cls) if not hooked else hooked[-1]._make_node(cls)
         origin = _user_origin()
         _grad_mode.enabled = False
+        quiet = _fp_quiet(_QUIET)
         try:
             if cls._separate_ctx:
                 raw = cls.forward(*args)
                 cls.setup_context(ctx, args, raw)
             else: raw = cls.forward(ctx, *args)
-        finally: _grad_mode.enabled = was_enabled
+        finally:
+            _fp_restore(quiet)
+            _grad_mode.enabled = was_enabled
+        if type(raw) is np.ndarray:   # the common case, one new array: the general path below, with its loops unrolled
+            out = Tensor(raw, False, origin)
+            if record:
+                edges = ctx.edges = tuple([((a.grad_fn, a._output_nr) if a.grad_fn is not None else (a, 0))
+                                           if isinstance(a, Tensor) and a.requires_grad else None for a in args])
+                ctx.needs_input_grad = tuple([e is not None for e in edges])
+                ctx._origin, ctx._out_meta = origin, ((raw.shape, raw.dtype),)
+                if raw.dtype.kind == 'f' and not (ctx._non_differentiable and any(t is raw for t in ctx._non_differentiable)):
+                    out.grad_fn, out.requires_grad = ctx, True
+                if hooked: ctx._pack()
+            if _forward_ad.level: _forward_ad.push(cls, ctx, args, (out,))
+            return out
         multi = isinstance(raw, tuple)
         if multi: raws, outs = raw, tuple([_wrap_output(r, origin) for r in raw])
         else: raws, outs = (raw,), (_wrap_output(raw, origin),)
@@ -571,6 +614,11 @@ def _sum_axes(shape:tuple, target:tuple) -> tuple:
     lead = len(shape) - len(target)
     return tuple(range(lead)) + tuple(lead + i for i, n in enumerate(target) if n == 1 and shape[lead + i] != 1)
 
+def _sum_to(a:np.ndarray, shape:tuple) -> np.ndarray:
+    "The array `a` summed down to `shape`, which broadcasts to a's shape."
+    axes = _sum_axes(a.shape, shape)
+    return a.sum(axis=axes).reshape(shape) if axes else a.reshape(shape)
+
 class Expand(Function):
     "expand(x, shape): dx = sum_to(g, x.shape)"
     @staticmethod
@@ -579,18 +627,20 @@ class Expand(Function):
         return view_of(x, np.broadcast_to(x._data, shape))
     @staticmethod
     def backward(ctx, g): return SumTo.apply(g, ctx.in_shape), None
+    @staticmethod
+    def backward_numpy(ctx, g): return _sum_to(g, ctx.in_shape), None
     linear = True
 
 class SumTo(Function):
     "sum_to(x, shape): dx = expand(g, x.shape)"
     @staticmethod
-    @np.errstate(over='ignore', invalid='ignore')   # inf + -inf in the sum is nan, 1e308 + 1e308 is inf: quietly, as in PyTorch
-    def forward(ctx, x, shape):
+    def forward(ctx, x, shape):   # inf + -inf in the sum is nan, 1e308 + 1e308 is inf: quietly (apply sees to it)
         ctx.in_shape, ctx.shape = x.shape, tuple(shape)
-        axes = _sum_axes(x.shape, tuple(shape))
-        return x._data.sum(axis=axes).reshape(shape) if axes else x._data.reshape(shape)
+        return _sum_to(x._data, tuple(shape))
     @staticmethod
     def backward(ctx, g): return Expand.apply(g, ctx.in_shape), None
+    @staticmethod
+    def backward_numpy(ctx, g): return np.broadcast_to(g, ctx.in_shape), None
     linear = True
 
 # %% ../nbs/10_engine.ipynb #37446601
@@ -692,6 +742,8 @@ class _Cast(Function):
         return x._data.astype(dtype)
     @staticmethod
     def backward(ctx, g): return _Cast.apply(g, ctx.in_dtype), None
+    @staticmethod
+    def backward_numpy(ctx, g): return g.astype(ctx.in_dtype), None
     linear = True
 
 def _cast(t:Tensor, dt:np.dtype) -> Tensor:
@@ -739,17 +791,16 @@ def _operands(a, b, verb:str, functional:bool=False):
 class Add(Function):
     "a + b: da = g, db = g"
     @staticmethod
-    @np.errstate(over='ignore', invalid='ignore')   # IEEE defines inf + -inf (nan) and overflow (inf); PyTorch does not warn
-    def forward(ctx, a, b): return a._data + b._data
+    def forward(ctx, a, b): return a._data + b._data   # inf + -inf is nan, overflow is inf: quietly, as in PyTorch
     @staticmethod
     def backward(ctx, g): return g, g
+    backward_numpy = backward   # the same rule: it does no arithmetic
     linear = True
 
 class Mul(Function):
     "a * b: da = g * b, db = g * a"
     @staticmethod
-    @np.errstate(over='ignore', invalid='ignore')   # 0 * inf is nan, 1e200 * 1e200 is inf: quietly, as in PyTorch
-    def forward(ctx, a, b):
+    def forward(ctx, a, b):   # 0 * inf is nan, 1e200 * 1e200 is inf: quietly, as in PyTorch
         # each operand is needed only for the other's gradient or tangent, so only then is it saved (as in
         # PyTorch): `z = y * 2` then `y.add_(1)` leaves z's backward nothing stale to read
         ctx.save_for_backward(a if b.requires_grad or b._fw_grad is not None else None,
@@ -761,6 +812,10 @@ class Mul(Function):
         # Mul.apply, not `*`: the operands passed the broadcast check in forward already
         return (Mul.apply(g, b) if ctx.needs_input_grad[0] else None,
                 Mul.apply(g, a) if ctx.needs_input_grad[1] else None)
+    @staticmethod
+    def backward_numpy(ctx, g):   # what Mul.apply computes in `backward`, on the arrays
+        a, b = ctx.saved_tensors
+        return (g * b._data if ctx.needs_input_grad[0] else None, g * a._data if ctx.needs_input_grad[1] else None)
     sparse_tangents = True   # forward mode passes None for an operand without a tangent (chapter 19)
     @staticmethod
     def jvp(ctx, ta, tb):   # an operand without a tangent (an integer one, or a constant) gets None
@@ -820,6 +875,21 @@ class Elementwise(Function):
         gx = cls._times_derivative(ctx, g)
         n = len(ctx.edges)
         return gx if n == 1 else (gx,) + (None,) * (n - 1)
+    derivative_numpy = None   # optional: f'(x) (or d) as a NumPy array of x's dtype, for the backward pass on arrays
+    @classmethod
+    def backward_numpy(cls, ctx, g):
+        "`backward` on arrays, from `derivative_numpy`."
+        d = cls.derivative_numpy(ctx)
+        if type(d) is not np.ndarray: d = np.asarray(d, dtype=g.dtype)
+        gx = g / d if cls.reciprocal else g * d
+        n = len(ctx.edges)
+        return gx if n == 1 else (gx,) + (None,) * (n - 1)
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if _definer(cls, 'backward') is Elementwise:   # the derived rule runs on arrays if f'(x) has an array form as new as it
+            d, dn = _definer(cls, 'derivative'), _definer(cls, 'derivative_numpy')
+            current = dn is not Elementwise and (d is dn or issubclass(dn, d))
+            cls.backward_numpy = Elementwise.__dict__['backward_numpy'] if current else None
     @classmethod
     def jvp(cls, ctx, t, *_):
         "f'(x) * t: the same diagonal Jacobian, applied to the tangent."
@@ -884,6 +954,19 @@ def _nodes_to_run(order:list, wanted:dict, captured:set) -> set:
                 break
     return run
 
+def _fit_array(g, shape, dtype, node, i) -> np.ndarray:
+    "`_fit_grad` for the backward pass on arrays: `g` as an array, summed to `shape` if it was broadcast, in `dtype`."
+    if type(g) is not np.ndarray: g = g._data if isinstance(g, Tensor) else np.asarray(g, dtype=dtype)
+    if g.shape != shape:
+        try: ok = np.broadcast_shapes(g.shape, shape) == g.shape
+        except ValueError: ok = False
+        if not ok:
+            raise RuntimeError(f"{node.name()} returned a gradient of shape {g.shape} for input {i}, which has shape "
+                               f"{shape}; the op was called at {_format_origin(node._origin)}. A backward must return "
+                               f"one gradient per input, of the input's shape (or one that sums to it).")
+        g = np.asarray(_sum_to(g, shape))
+    return g if g.dtype == dtype else g.astype(dtype)
+
 def _accumulate_into(buf, key, n, nr, g):
     slot = buf.get(key)
     if slot is None: slot = buf[key] = [None] * n
@@ -895,10 +978,16 @@ def run_backward(roots:tuple, # output tensors to differentiate
                  create_graph:bool=False, # record the backward pass itself, for higher derivatives
                  inputs:tuple=None): # if given, return d/d(inputs) instead of accumulating into .grad
     "The engine: propagate `grads` from `roots` back through the graph."
+    # Recording nothing (the usual case), gradients travel as NumPy arrays and a Function's `backward_numpy` runs on
+    # them; a Function without one gets its gradients wrapped as Tensors. Recording, gradients are Tensors throughout.
+    plain = not create_graph and not _forward_ad.level
     capture = None if inputs is None else {}
-    buf, leaf_hits = {}, []
-    root_nodes = []
+    buf, leaf_hits, root_nodes = {}, [], []
+    shared = set()   # ids of arrays that others hold too: the seeds, and gradients given away; a leaf copies these
     for r, g in zip(roots, grads):
+        if plain:
+            g = g._data
+            shared.add(id(g))
         if r.grad_fn is None:  # backward on a leaf itself
             leaf_hits.append((r, g))
         else:
@@ -911,8 +1000,10 @@ def run_backward(roots:tuple, # output tensors to differentiate
             wanted[id(t) if t.grad_fn is None else (t.grad_fn, t._output_nr)] = k
         captured = {key[0] for key in wanted if type(key) is tuple}   # the nodes that made the wanted non-leaves
         run = _nodes_to_run(order, wanted, captured)
+    wrap = (lambda g, origin: Tensor(g, False, origin)) if plain else (lambda g, origin: g)   # a gradient as a Tensor
     prev_mode, prev_pin = _grad_mode.enabled, (_pin.active, _pin.origin)
     _grad_mode.enabled, _pin.origin = create_graph, None
+    quiet = _fp_quiet(_QUIET)
     # Every op a library rule makes gets the origin the frame walk finds: the reader's line that asked for
     # the gradients. It is found by the first such op and reused by the rest (a custom Function's rule walks).
     try:
@@ -921,23 +1012,34 @@ def run_backward(roots:tuple, # output tensors to differentiate
             if slot is None or (run is not None and node not in run and node not in captured): continue
             if node._hooks is not None:   # a tensor's hooks see its summed gradient, before .grad keeps it and backward uses it
                 for nr, hooks in node._hooks.items():
-                    if slot[nr] is not None and hooks: slot[nr] = _run_hooks(hooks, slot[nr])
+                    if slot[nr] is not None and hooks:
+                        slot[nr] = _run_hooks(hooks, wrap(slot[nr], node._origin))
+                        if plain:
+                            slot[nr] = slot[nr]._data
+                            shared.add(id(slot[nr]))
             if node._retained:
                 for nr, t in node._retained.items():   # a retained gradient accumulates, as a leaf's does
                     if slot[nr] is not None: _deliver(t, slot[nr], create_graph)
             if capture is not None:
                 for nr, g in enumerate(slot):
                     k = wanted.get((node, nr))
-                    if k is not None and g is not None: capture[k] = g
+                    if k is not None and g is not None:
+                        capture[k] = g
+                        shared.add(id(g))
                 if node not in run: continue   # a wanted non-leaf whose own inputs are not wanted: done here
             if node._materialize:
                 for nr, g in enumerate(slot):
                     if g is None:
                         s, d = node._out_meta[nr]
-                        slot[nr] = Tensor(np.zeros(s, dtype=d), _origin=node._origin)
-            _pin.active = node.fn._library
-            gin = node.fn.backward(node, *slot)
-            _pin.active = False
+                        slot[nr] = np.zeros(s, dtype=d) if plain else Tensor(np.zeros(s, dtype=d), False, node._origin)
+            fn = node.fn
+            rule = fn.backward_numpy if plain else None
+            if rule is not None: gin = rule(node, *slot)
+            else:
+                if plain: slot = [None if g is None else Tensor(g, False, node._origin) for g in slot]
+                _pin.active = fn._library
+                gin = fn.backward(node, *slot)
+                _pin.active = False
             if not isinstance(gin, tuple): gin = (gin,)
             if len(gin) != len(node.edges):
                 raise RuntimeError(f"{node.name()}.backward returned {len(gin)} gradient(s) but its forward took "
@@ -948,39 +1050,58 @@ def run_backward(roots:tuple, # output tensors to differentiate
                 target, nr = e
                 if isinstance(target, Node):
                     shape, dtype = target._out_meta[nr]
-                    if type(g) is not Tensor or g._data.shape != shape or g._data.dtype != dtype:
+                    if plain:
+                        if type(g) is not np.ndarray or g.shape != shape or g.dtype != dtype:
+                            g = _fit_array(g, shape, dtype, node, i)
+                    elif type(g) is not Tensor or g._data.shape != shape or g._data.dtype != dtype:
                         g = _fit_grad(g, shape, dtype, node, i)   # summed, cast or refused; else it fits as it is
                     into = buf.get(target)
                     if into is None: into = buf[target] = [None] * target.n_outputs
                     into[nr] = g if into[nr] is None else into[nr] + g
-                else:
-                    shape, dtype = target._data.shape, target._data.dtype
-                    if type(g) is not Tensor or g._data.shape != shape or g._data.dtype != dtype:
-                        g = _fit_grad(g, shape, dtype, node, i)
-                    if capture is None and not (_leaf_hooks and _hooks_of_leaf(target)): _deliver(target, g, create_graph)
-                    else: leaf_hits.append((target, g))   # a hooked leaf's hooks run once, on its summed gradient
+                    continue
+                shape, dtype = target._data.shape, target._data.dtype
+                if plain:
+                    if type(g) is not np.ndarray or g.shape != shape or g.dtype != dtype:
+                        g = _fit_array(g, shape, dtype, node, i)
+                elif type(g) is not Tensor or g._data.shape != shape or g._data.dtype != dtype:
+                    g = _fit_grad(g, shape, dtype, node, i)
+                if capture is None and not (_leaf_hooks and _hooks_of_leaf(target)):
+                    if plain:   # an array a library rule just made, and no one else holds, becomes the leaf's .grad
+                        own = fn._library and g.base is None and id(g) not in shared
+                        shared.add(id(g))
+                        _deliver(target, g, False, own)
+                    else: _deliver(target, g, create_graph)
+                else: leaf_hits.append((target, g))   # a hooked leaf's hooks run once, on its summed gradient
             if not retain_graph: node._release()
         if capture is None:
             for leaf, g in _summed(leaf_hits):
                 hooks = _hooks_of_leaf(leaf) if _leaf_hooks else None
-                _deliver(leaf, _run_hooks(hooks, g) if hooks else g, create_graph)
+                if hooks:
+                    g = _run_hooks(hooks, wrap(g, leaf._origin))
+                    if plain: g = g._data
+                _deliver(leaf, g, create_graph)
             return None
         for leaf, g in leaf_hits:
             k = wanted.get(id(leaf))
             if k is not None: capture[k] = g if k not in capture else capture[k] + g
         for k, t in enumerate(inputs):
             hooks = _hooks_of_leaf(t) if _leaf_hooks and t.grad_fn is None else None
-            if hooks and k in capture: capture[k] = _run_hooks(hooks, capture[k])
+            if hooks and k in capture: capture[k] = _run_hooks(hooks, wrap(capture[k], t._origin))
+            elif k in capture: capture[k] = wrap(capture[k], t._origin)
         return [capture.get(k) for k in range(len(inputs))]
     finally:
+        _fp_restore(quiet)
         _grad_mode.enabled, (_pin.active, _pin.origin) = prev_mode, prev_pin
 
-def _deliver(leaf, g, create_graph):
-    "Accumulate `g` into `leaf.grad` (a private copy the first time, so no two leaves share storage); also retained non-leaves."
-    if leaf.grad is None:
-        leaf.grad = g if create_graph else Tensor(np.array(g._data, copy=True), _origin=leaf._origin)
-    elif create_graph: leaf.grad = leaf.grad + g
-    else: leaf.grad = Tensor(leaf.grad._data + g._data, _origin=leaf._origin)
+def _deliver(leaf, g, create_graph, own=False):
+    """Accumulate `g` (a Tensor, or an array from the backward pass on arrays) into `leaf.grad`, or into a retained
+    non-leaf's. The first gradient is copied, so that no two tensors share its storage, unless the engine `own`s it."""
+    if isinstance(g, Tensor):
+        if leaf.grad is None: leaf.grad = g if create_graph else Tensor(np.array(g._data, copy=True), False, leaf._origin)
+        elif create_graph: leaf.grad = leaf.grad + g
+        else: leaf.grad = Tensor(leaf.grad._data + g._data, False, leaf._origin)
+    elif leaf.grad is None: leaf.grad = Tensor(g if own else np.array(g, copy=True), False, leaf._origin)
+    else: leaf.grad = Tensor(leaf.grad._data + g, False, leaf._origin)
 
 # %% ../nbs/10_engine.ipynb #3823dfec
 @patch

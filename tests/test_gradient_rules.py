@@ -308,3 +308,49 @@ def test_a_wrong_rule_is_caught():
     results = check_rule(mytorch.elementwise.Log, mytorch.log, dict(x=p34), rule="log(x): dx = g * x")
     formula, engine = results['x']
     assert np.abs(formula - engine).max() > 0.1
+
+
+# --- the backward pass on arrays -------------------------------------------------------------------------------------
+# A Function may carry its rule twice: `backward`, in Tensor ops (differentiable again, used with create_graph=True),
+# and `backward_numpy`, on NumPy arrays (used when the pass records nothing). The two must agree, in value and dtype.
+
+def _both_ways(call, inputs, dtype):
+    "The gradients of `call` at `inputs` (cast to dtype) through the array rules and through the Tensor rules."
+    flat = [a for v in inputs.values() for a in (v if isinstance(v, list) else [v])]
+    results = []
+    for create_graph in (False, True):
+        leaves = [mytorch.tensor(np.asarray(a, dtype=dtype), requires_grad=True) for a in flat]
+        it = iter(leaves)
+        args = [[next(it) for _ in v] if isinstance(v, list) else next(it) for v in inputs.values()]
+        out = call(*args)
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        rng = np.random.default_rng(1)
+        gs = [mytorch.tensor(rng.standard_normal(o.shape).astype(o.dtype)) for o in outs]
+        got = mytorch.autograd.grad(list(outs), leaves, gs, allow_unused=True, create_graph=create_graph)
+        results.append([None if g is None else g.detach().numpy() for g in got])
+    return results
+
+
+ARRAY_RULES = sorted(name for name in CASES if any(cls.backward_numpy is not None
+                                                   for (m, n), cls in CLASSES.items() if n == name))
+
+
+@pytest.mark.parametrize('dtype', [np.float64, np.float32])
+@pytest.mark.parametrize('name', ARRAY_RULES)
+def test_array_rule_equals_tensor_rule(name, dtype):
+    call, inputs, _ = CASES[name]
+    plain, graph = _both_ways(call, inputs, dtype)
+    eps = np.finfo(dtype).eps
+    for k, (p, g) in enumerate(zip(plain, graph)):
+        assert (p is None) == (g is None), (name, k)
+        if p is None: continue
+        assert p.dtype == g.dtype == dtype and p.shape == g.shape, (name, k, p.dtype, g.dtype)
+        # the same NumPy calls in the same order give the same bits; a rule may regroup a product or a sum, which
+        # moves the result by a few roundings of the gradient's size
+        assert (np.abs(p - g) <= 8 * eps * (1 + np.abs(g))).all(), (name, k, np.abs(p - g).max())
+
+
+def test_array_rules_cover_the_common_ops():
+    "The ops of an ordinary network backpropagate on arrays; a Function that loses its array rule fails here."
+    missing = [n for n in ('Add', 'Mul', 'Expand', 'SumTo') if n not in ARRAY_RULES]
+    assert not missing, missing
