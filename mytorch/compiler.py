@@ -18,7 +18,8 @@ import tracemalloc
 import warnings
 import weakref
 import numpy as np
-from .engine import Tensor, Function, Node, Add, Mul, SumTo, Expand, _grad_mode, _fit_grad, _sum_axes
+from .engine import Tensor, Function, Node, Add, Mul, SumTo, Expand, _grad_mode, _fit_grad, _fit_array, _sum_axes
+from .engine import _fp_quiet, _fp_restore, _QUIET
 from .engine import _user_origin, _format_origin
 from .elementwise import Neg, Sub, Tanh, Exp, Relu
 from .linalg import MatMul
@@ -324,15 +325,18 @@ class _Opaque:
         gs = []
         for g, (shape, dt) in zip(grads, self.outs):
             if g is None and ctx._materialize and dt.kind == 'f': g = np.zeros(shape, dt)
-            gs.append(None if g is None else Tensor(g, _origin=self.origin))
+            gs.append(g)
+        rule = self.cls.backward_numpy   # the op's rule on arrays if it has one; else its Tensor rule, on Tensors
+        if rule is None: gs = [None if g is None else Tensor(g, _origin=self.origin) for g in gs]
         was, _grad_mode.enabled = _grad_mode.enabled, False
         try:
-            res = self.cls.backward(ctx, *gs)
+            res = rule(ctx, *gs) if rule is not None else self.cls.backward(ctx, *gs)
             if not isinstance(res, tuple): res = (res,)
             out = []
             for p, rg, (shape, dt) in zip(self.pos, self.rg, self.meta):
                 g = res[p] if p < len(res) else None
-                out.append(None if (g is None or not rg) else _fit_grad(g, shape, dt, ctx, p)._data)
+                out.append(None if (g is None or not rg) else
+                           _fit_array(g, shape, dt, ctx, p) if rule is not None else _fit_grad(g, shape, dt, ctx, p)._data)
         finally: _grad_mode.enabled = was
         return out
 
@@ -657,7 +661,8 @@ def _source(L, outs):
         if cross: lines.append("    (" + ", ".join(v.name for v in cross) + ",) = st")
         for i in range(nf, len(ins)): lines.append("    " + ins[i].text() + (f"   # {ins[i].note}" if ins[i].note else ""))
         lines.append("    st.clear()")
-        lines.append("    return (" + ", ".join(_ref(g) for g in L.leaf_grads) + ",)")
+        # leaf gradients leave as new arrays, as outputs do: the engine may keep one as a `.grad`, and the pool reuses its own
+        lines.append("    return (" + ", ".join("None" if g is None else f"np.array({_ref(g)}, copy=True)" for g in L.leaf_grads) + ",)")
         code_b = "\n".join(lines)
     return code_f, code_b
 
@@ -707,13 +712,17 @@ class Tape:
     def forward(self, *arrays):
         "Run the forward on arrays; returns (outputs, the buffer set to hand to `backward`)."
         s = self._acquire()
-        with np.errstate(all='ignore'): outs = s.forward(*arrays)
+        quiet = _fp_quiet(_QUIET)   # quiet about inf and nan, as every op is
+        try: outs = s.forward(*arrays)
+        finally: _fp_restore(quiet)
         if self.grad: self._busy.append(s)
         else: self._free.append(s)
         return outs, s
     def backward(self, s, *grads):
         "Run the backward of the forward that used buffer set `s`; returns one gradient (or None) per input and captured tensor."
-        with np.errstate(all='ignore'): res = s.backward(*grads)
+        quiet = _fp_quiet(_QUIET)
+        try: res = s.backward(*grads)
+        finally: _fp_restore(quiet)
         self._release(s)
         return res
 
@@ -796,6 +805,12 @@ class _TapeCall(Function):
         ctx.set = None
         res = ctx.tape.backward(s, *[None if g is None else g._data for g in grads])
         return (None,) + tuple([None if g is None else Tensor(g) for g in res])   # Tensors of the right shapes: the engine delivers them as they are
+    @staticmethod
+    def backward_numpy(ctx, *grads):   # the usual case: the engine's arrays straight in, the tape's new arrays straight out
+        s = ctx.set
+        if s is None: return _TapeCall.backward(ctx, *grads)   # its error
+        ctx.set = None
+        return (None,) + tuple(ctx.tape.backward(s, *grads))
 
 def _eager_peak(fn, example, captured) -> int:
     "Peak bytes tracemalloc sees during one eager forward + backward of fn (the leaves' gradients put back afterwards)."

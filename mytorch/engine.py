@@ -336,7 +336,13 @@ class Node:
     def save_for_backward(self, *tensors):
         "Keep `tensors` for backward; an in-place change to one of them before backward is an error."
         self._saved = tensors
-        self._versions = tuple([None if t is None else t._counter.value for t in tensors])
+        if len(tensors) == 1:   # (most ops save one or two: without a loop, which costs a frame of its own)
+            t, = tensors
+            self._versions = (None if t is None else t._counter.value,)
+        elif len(tensors) == 2:
+            t, u = tensors
+            self._versions = (None if t is None else t._counter.value, None if u is None else u._counter.value)
+        else: self._versions = tuple([None if t is None else t._counter.value for t in tensors])
 
     @property
     def saved_tensors(self) -> tuple:
@@ -427,13 +433,21 @@ class Function:
     def apply(cls, *args):
         "Run the op on `args`, recording it in the graph if any input requires grad."
         was_enabled, record = _grad_mode.enabled, False
-        if was_enabled:
+        if was_enabled:   # record if a tensor input requires grad; each input's edge is found on the way
+            edges, needs = [], []
             for a in args:
                 if isinstance(a, Tensor):
                     if a._view is not None and a._view_version != a._counter.value: _refresh_view(a)
-                    if a.requires_grad: record = True
+                    if a.requires_grad:
+                        record = True
+                        edges.append((a.grad_fn, a._output_nr) if a.grad_fn is not None else (a, 0))
+                        needs.append(True)
+                        continue
+                edges.append(None)
+                needs.append(False)
         hooked = record and _saved_tensors_hooks   # an open `saved_tensors_hooks` (chapter 41) makes the node
         ctx = Node(cls) if not hooked else hooked[-1]._make_node(cls)
+        if record: ctx.edges, ctx.needs_input_grad = tuple(edges), tuple(needs)   # forward may read them, as in PyTorch
         origin = _user_origin()
         _grad_mode.enabled = False
         quiet = _fp_quiet(_QUIET)
@@ -448,9 +462,6 @@ class Function:
         if type(raw) is np.ndarray:   # the common case, one new array: the general path below, with its loops unrolled
             out = Tensor(raw, False, origin)
             if record:
-                edges = ctx.edges = tuple([((a.grad_fn, a._output_nr) if a.grad_fn is not None else (a, 0))
-                                           if isinstance(a, Tensor) and a.requires_grad else None for a in args])
-                ctx.needs_input_grad = tuple([e is not None for e in edges])
                 ctx._origin, ctx._out_meta = origin, ((raw.shape, raw.dtype),)
                 if raw.dtype.kind == 'f' and not (ctx._non_differentiable and any(t is raw for t in ctx._non_differentiable)):
                     out.grad_fn, out.requires_grad = ctx, True
@@ -462,8 +473,6 @@ class Function:
         else: raws, outs = (raw,), (_wrap_output(raw, origin),)
         if multi or type(raw) is Tensor: _mark_views(cls, args, raws, outs)
         if record:
-            edges = ctx.edges = tuple([_edge(a) for a in args])
-            ctx.needs_input_grad = tuple([e is not None for e in edges])
             ctx.n_outputs, ctx._origin = len(outs), origin
             ctx._out_meta = tuple([(o._data.shape, o._data.dtype) for o in outs])
             nd = ctx._non_differentiable   # forward's own outputs, before wrapping
@@ -826,6 +835,10 @@ class Mul(Function):
 
 def _binary(fn, self, other, verb:str, reflected:bool=False):
     "`fn` applied to (self, other), or to (other, self) for a reflected operator; NotImplemented for an unknown operand."
+    d = self._data
+    if type(other) is float and d.dtype.kind == 'f':   # the commonest operand, a float tensor and a Python float
+        b = Tensor(np.asarray(other, dtype=d.dtype), False, self._origin)
+        return fn.apply(b, self) if reflected else fn.apply(self, b)
     ops = _operands(self, other, verb)
     if ops is None: return NotImplemented
     return fn.apply(ops[1], ops[0]) if reflected else fn.apply(*ops)
@@ -1066,8 +1079,8 @@ def run_backward(roots:tuple, # output tensors to differentiate
                 elif type(g) is not Tensor or g._data.shape != shape or g._data.dtype != dtype:
                     g = _fit_grad(g, shape, dtype, node, i)
                 if capture is None and not (_leaf_hooks and _hooks_of_leaf(target)):
-                    if plain:   # an array a library rule just made, and no one else holds, becomes the leaf's .grad
-                        own = fn._library and g.base is None and id(g) not in shared
+                    if plain:   # an array a library's array rule just made, and no one else holds, becomes the leaf's .grad
+                        own = rule is not None and fn._library and g.base is None and id(g) not in shared
                         shared.add(id(g))
                         _deliver(target, g, False, own)
                     else: _deliver(target, g, create_graph)
