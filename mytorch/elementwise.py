@@ -21,7 +21,7 @@ import inspect
 import numpy as np
 from .engine import *
 from .engine import _operands, _binary, _broadcast_check, _grad_mode, _default, _format_origin
-from .engine import _forward_ad, _register_dual, _plain_backward
+from .engine import _forward_ad, _register_dual
 from .engine import _refresh_view, _write_through_view, _write_view_tangent   # writing through a view
 from .scalar import DomainError, patch
 from .engine import _number_dtype, _result_dtype, _can_cast, _number_array   # type promotion
@@ -101,10 +101,13 @@ def _domain_error(op:str, # the op, as the reader called it
         f"  Or accept nan/inf as PyTorch does: mytorch.set_math_policy('nan').")
 
 # %% ../nbs/12_elementwise.ipynb #e324f9ae
+def _float_array(d:np.ndarray) -> np.ndarray:
+    "d, converted to the default float dtype if it holds integers or bools."
+    return d if d.dtype.kind in 'fc' else d.astype(_default.dtype)
+
 def _float_data(x:Tensor) -> np.ndarray:
     "x's array, converted to the default float dtype if it holds integers or bools."
-    d = x._data
-    return d if d.dtype.kind in 'fc' else d.astype(_default.dtype)
+    return _float_array(x._data)
 
 def _is_number(v) -> bool:
     return isinstance(v, (int, float, np.number)) and not isinstance(v, (bool, np.bool_))
@@ -122,6 +125,8 @@ class Neg(Function):
         return np.negative(x._data)
     @staticmethod
     def backward(ctx, g): return Neg.apply(g)
+    @staticmethod
+    def backward_numpy(ctx, g): return np.negative(g)
     linear = True
 
 class Sub(Function):
@@ -134,6 +139,8 @@ class Sub(Function):
         return _subtract(a._data, b._data)
     @staticmethod
     def backward(ctx, g): return g, (Neg.apply(g) if ctx.needs_input_grad[1] else None)
+    @staticmethod
+    def backward_numpy(ctx, g): return g, (np.negative(g) if ctx.needs_input_grad[1] else None)
     linear = True
 
 # %% ../nbs/12_elementwise.ipynb #e1102543
@@ -143,15 +150,18 @@ def _true_division_arrays(ad, bd):
     if not fa and not fb: return ad.astype(_default.dtype), bd.astype(_default.dtype)
     return (ad.astype(bd.dtype), bd) if fb and not fa else (ad, bd if fb else bd.astype(ad.dtype))
 
-def _quotient(a:Tensor, b:Tensor) -> np.ndarray:
-    "a / b as an array, computed quietly, integers converted as PyTorch converts them."
-    ad, bd = a._data, b._data
+def _true_divide(ad:np.ndarray, bd:np.ndarray) -> np.ndarray:
+    "ad / bd, computed quietly, integers converted as PyTorch converts them."
     if ad.dtype.kind not in 'fc' or bd.dtype.kind not in 'fc': ad, bd = _true_division_arrays(ad, bd)
     return _divide(ad, bd)
 
+def _quotient(a:Tensor, b:Tensor) -> np.ndarray:
+    "a / b as an array, computed quietly, integers converted as PyTorch converts them."
+    return _true_divide(a._data, b._data)
+
 @np.errstate(divide='ignore', over='ignore', invalid='ignore')
 def _divisor_grad(g:np.ndarray, a:Tensor, b:Tensor) -> np.ndarray:
-    "-(g * (a / b)) / b for a plain backward pass: one new array, updated in place, quietly."
+    "-(g * (a / b)) / b on arrays: one new array, updated in place, quietly."
     z = np.asarray(_quotient(a, b))   # asarray: 0-d operands give a NumPy scalar
     np.multiply(z, g, out=z)
     np.divide(z, b._data, out=z)
@@ -174,8 +184,12 @@ class Div(Function):
         a, b = ctx.saved_tensors
         ga = Div.apply(g, b) if ctx.needs_input_grad[0] else None
         if not ctx.needs_input_grad[1]: return ga, None
-        if _plain_backward(): return ga, Tensor(_divisor_grad(g._data, a, b))   # nothing records, no tangent flows
-        return ga, Neg.apply(Div.apply(Mul.apply(g, Div.apply(a, b)), b))   # create_graph: Tensor ops, differentiable
+        return ga, Neg.apply(Div.apply(Mul.apply(g, Div.apply(a, b)), b))
+    @staticmethod
+    def backward_numpy(ctx, g):   # the same numbers; db in one new array, updated in place
+        a, b = ctx.saved_tensors
+        return (_true_divide(g, b._data) if ctx.needs_input_grad[0] else None,
+                _divisor_grad(g, a, b) if ctx.needs_input_grad[1] else None)
     @staticmethod
     def jvp(ctx, ta, tb):
         a, b = ctx.saved_tensors
@@ -346,6 +360,10 @@ def _mask(g:Tensor, m:np.ndarray) -> Tensor:
     "g times the constant mask m (broadcast to g's shape)"
     return Mul.apply(g, Tensor(m.astype(g._data.dtype, copy=False)))
 
+def _mask_numpy(g:np.ndarray, m:np.ndarray) -> np.ndarray:
+    "`_mask` on arrays"
+    return g * m.astype(g.dtype, copy=False)
+
 class Where(Function):
     "where(c, a, b): da = g * [c], db = g * [not c]"
     @staticmethod
@@ -357,6 +375,11 @@ class Where(Function):
         c, = ctx.saved_tensors
         return (None, _mask(g, c._data) if ctx.needs_input_grad[1] else None,
                 _mask(g, ~c._data) if ctx.needs_input_grad[2] else None)
+    @staticmethod
+    def backward_numpy(ctx, g):
+        c, = ctx.saved_tensors
+        return (None, _mask_numpy(g, c._data) if ctx.needs_input_grad[1] else None,
+                _mask_numpy(g, ~c._data) if ctx.needs_input_grad[2] else None)
     @staticmethod
     def jvp(ctx, _, ta, tb):
         c, = ctx.saved_tensors
@@ -405,6 +428,8 @@ class Exp(Elementwise):
     def derivative(ctx):
         y, = ctx.saved_tensors
         return y
+    @staticmethod
+    def derivative_numpy(ctx): return ctx.saved_tensors[0]._data
 
 class Log(Elementwise):
     "log(x): dx = g / x"
@@ -422,6 +447,8 @@ class Log(Elementwise):
     def derivative(ctx):
         x, = ctx.saved_tensors
         return x
+    @staticmethod
+    def derivative_numpy(ctx): return ctx.saved_tensors[0]._data
 
 class Log1p(Elementwise):
     "log1p(x): dx = g / (1 + x)"
@@ -438,6 +465,8 @@ class Log1p(Elementwise):
     def derivative(ctx):
         x, = ctx.saved_tensors
         return x + 1.0
+    @staticmethod
+    def derivative_numpy(ctx): return ctx.saved_tensors[0]._data + 1.0
 
 def exp(input:Tensor) -> Tensor:
     "e ** input, elementwise"
@@ -472,6 +501,16 @@ def _pow_scalar_slope_check(node, x:Tensor, n, phase:str='backward pass'):
                             "is infinite at x = 0, so x must be nonzero", "keep the base away from 0, "
                             "e.g. (x + eps) ** n.", node, phase)
 
+def _power_number(d:np.ndarray, n) -> np.ndarray:
+    "d ** n for a number n, quietly, in d's dtype (a NumPy number counts as a Python one, as in PyTorch)"
+    if isinstance(n, np.generic): n = n.item()   # NumPy 2 would compute float32 ** np.float64(2.5) in float64
+    if n == -0.5: return _rsqrt(d)   # PyTorch's x ** -0.5 is rsqrt: -inf at -0.0 and nan at -inf, where NumPy's power gives inf and 0
+    return _power(d, n)
+
+def _times_number(d:np.ndarray, n) -> np.ndarray:
+    "d * n as a Tensor op computes it: n converted to d's dtype first"
+    return d * np.asarray(n, dtype=d.dtype)
+
 class PowScalar(Function):
     "x ** n (n a number): dx = g * n * x ** (n - 1) * [n != 0]"
     @staticmethod
@@ -487,8 +526,7 @@ class PowScalar(Function):
         if _math.strict: _pow_domain_check(x, d, n)
         ctx.save_for_backward(x)
         ctx.n = n
-        if n == -0.5: return _rsqrt(d)   # PyTorch's x ** -0.5 is rsqrt: -inf at -0.0 and nan at -inf, where NumPy's power gives inf and 0
-        return _power(d, n)
+        return _power_number(d, n)
     @staticmethod
     def backward(ctx, g):
         x, = ctx.saved_tensors
@@ -496,6 +534,13 @@ class PowScalar(Function):
         if n == 0: return Tensor(np.zeros_like(g._data)), None
         _pow_scalar_slope_check(ctx, x, n)
         return g * (PowScalar.apply(x, n - 1) * n), None
+    @staticmethod
+    def backward_numpy(ctx, g):
+        x, = ctx.saved_tensors
+        n = ctx.n
+        if n == 0: return np.zeros_like(g), None
+        _pow_scalar_slope_check(ctx, x, n)
+        return g * _times_number(_power_number(x._data, n - 1), n), None
     @staticmethod
     def jvp(ctx, t, _):
         x, = ctx.saved_tensors
@@ -522,8 +567,8 @@ def _where_number(mask:np.ndarray, value, t:Tensor) -> Tensor:
     "t with `value` substituted where `mask` holds (a graph node in t: zero gradient at the substituted places)."
     return Where.apply(Tensor(mask), Tensor(np.asarray(value, dtype=t._data.dtype)), t)
 
-def _pow_grad_base(node, g, a, b, phase:str='backward pass'):
-    "g * b * a ** (b - 1), with 0 where b == 0 (PyTorch's convention, also at a == 0); g may be a tangent."
+def _pow_base_slope_check(node, a:Tensor, b:Tensor, phase:str):
+    "Under 'raise', refuse the infinite slope b * a ** (b - 1) at a = 0 for 0 < b < 1."
     ad, bd = a._data, b._data
     if _math.strict and _has_zero(ad):
         bad = (ad == 0) & (bd > 0) & (bd < 1)
@@ -531,19 +576,43 @@ def _pow_grad_base(node, g, a, b, phase:str='backward pass'):
             raise _domain_error('pow (a ** b)', a, bad, ad, "its derivative b * a ** (b - 1) is infinite at a = 0 "
                                 "for 0 < b < 1, so the base must be nonzero there", "keep the base away from 0, "
                                 "e.g. (a + eps) ** b.", node, phase)
-    if _has_zero(bd): a = _where_number(bd == 0, 1, a)   # b * 1 ** (b - 1) = 0 there, with no 0 ** -1 formed
-    return Mul.apply(g, Mul.apply(b, Pow.apply(a, b - 1.0)))
 
-def _pow_grad_exponent(node, g, a, b, y, phase:str='backward pass'):
-    "g * a ** b * log(a), with 0 where a == 0 and b >= 0 (PyTorch's convention); g may be a tangent."
+def _pow_exponent_log_check(node, a:Tensor, b:Tensor, phase:str):
+    "Under 'raise', refuse the exponent's gradient where it needs log(a) of a negative a."
     ad, bd = a._data, b._data
     if _math.strict and _has_negative(ad):
         bad = np.broadcast_to(ad < 0, np.broadcast_shapes(ad.shape, bd.shape))
         raise _domain_error('pow (a ** b)', a, bad, ad, "the gradient for the exponent, a ** b * log(a), needs "
                             "log(a), which is undefined for a < 0", "keep the base positive when the exponent is "
                             "learned, e.g. a.abs() ** b, or exp(b * log(a)) with a > 0.", node, phase)
+
+def _pow_grad_base(node, g, a, b, phase:str='backward pass'):
+    "g * b * a ** (b - 1), with 0 where b == 0 (PyTorch's convention, also at a == 0); g may be a tangent."
+    _pow_base_slope_check(node, a, b, phase)
+    if _has_zero(b._data): a = _where_number(b._data == 0, 1, a)   # b * 1 ** (b - 1) = 0 there, with no 0 ** -1 formed
+    return Mul.apply(g, Mul.apply(b, Pow.apply(a, b - 1.0)))
+
+def _pow_grad_exponent(node, g, a, b, y, phase:str='backward pass'):
+    "g * a ** b * log(a), with 0 where a == 0 and b >= 0 (PyTorch's convention); g may be a tangent."
+    _pow_exponent_log_check(node, a, b, phase)
+    ad, bd = a._data, b._data
     if _has_zero(ad): a = _where_number((ad == 0) & (bd >= 0), 1, a)   # log(1) = 0: the gradient is 0 there
     return Mul.apply(g, Mul.apply(y, Log.apply(a)))
+
+def _pow_grad_base_numpy(node, g:np.ndarray, a:Tensor, b:Tensor) -> np.ndarray:
+    "`_pow_grad_base` on arrays: the same NumPy calls"
+    _pow_base_slope_check(node, a, b, 'backward pass')
+    ad, bd = a._data, b._data
+    if _has_zero(bd): ad = np.where(bd == 0, np.asarray(1, dtype=ad.dtype), ad)
+    e = bd - 1.0 if bd.dtype.kind in 'fc' else bd.astype(_default.dtype) - 1.0   # b - 1.0, in the dtype the Tensor op gives
+    return g * (bd * _power(ad, e))
+
+def _pow_grad_exponent_numpy(node, g:np.ndarray, a:Tensor, b:Tensor, y:Tensor) -> np.ndarray:
+    "`_pow_grad_exponent` on arrays: the same NumPy calls"
+    _pow_exponent_log_check(node, a, b, 'backward pass')
+    ad, bd = a._data, b._data
+    if _has_zero(ad): ad = np.where((ad == 0) & (bd >= 0), np.asarray(1, dtype=ad.dtype), ad)
+    return g * (y._data * np.log(_float_array(ad)))
 
 class Pow(Function):
     "a ** b: da = g * b * a ** (b - 1) * [b != 0], db = g * a ** b * log(a)"
@@ -565,6 +634,11 @@ class Pow(Function):
         a, b, y = ctx.saved_tensors
         return (_pow_grad_base(ctx, g, a, b) if ctx.needs_input_grad[0] else None,
                 _pow_grad_exponent(ctx, g, a, b, y) if ctx.needs_input_grad[1] else None)
+    @staticmethod
+    def backward_numpy(ctx, g):
+        a, b, y = ctx.saved_tensors
+        return (_pow_grad_base_numpy(ctx, g, a, b) if ctx.needs_input_grad[0] else None,
+                _pow_grad_exponent_numpy(ctx, g, a, b, y) if ctx.needs_input_grad[1] else None)
     @staticmethod
     def jvp(ctx, ta, tb):
         a, b, y = ctx.saved_tensors   # the inputs themselves: a._fw_grad is None if a's tangent is the engine's zeros
@@ -631,6 +705,11 @@ class Sqrt(Elementwise):
         x, y = ctx.saved_tensors
         _sqrt_slope_check(ctx, x, y)
         return y * 2.0
+    @staticmethod
+    def derivative_numpy(ctx):
+        x, y = ctx.saved_tensors
+        _sqrt_slope_check(ctx, x, y)
+        return y._data * 2.0
 
 class Rsqrt(Elementwise):
     "rsqrt(x): dx = -g * rsqrt(x) ** 3 / 2"
@@ -646,6 +725,10 @@ class Rsqrt(Elementwise):
     @staticmethod
     def derivative(ctx):
         y, = ctx.saved_tensors
+        return y * y * y * -0.5
+    @staticmethod
+    def derivative_numpy(ctx):
+        y = ctx.saved_tensors[0]._data
         return y * y * y * -0.5
 
 def sqrt(input:Tensor) -> Tensor:
@@ -669,6 +752,8 @@ class Sin(Elementwise):
     def derivative(ctx):
         x, = ctx.saved_tensors
         return Cos.apply(x)
+    @staticmethod
+    def derivative_numpy(ctx): return np.cos(ctx.saved_tensors[0]._data)
 
 class Cos(Elementwise):
     "cos(x): dx = -g * sin(x)"
@@ -680,6 +765,8 @@ class Cos(Elementwise):
     def derivative(ctx):
         x, = ctx.saved_tensors
         return Neg.apply(Sin.apply(x))
+    @staticmethod
+    def derivative_numpy(ctx): return np.negative(np.sin(ctx.saved_tensors[0]._data))
 
 class Tanh(Elementwise):
     "tanh(x): dx = g * (1 - tanh(x) ** 2)"
@@ -691,6 +778,10 @@ class Tanh(Elementwise):
     @staticmethod
     def derivative(ctx):
         y, = ctx.saved_tensors
+        return 1.0 - y * y
+    @staticmethod
+    def derivative_numpy(ctx):
+        y = ctx.saved_tensors[0]._data
         return 1.0 - y * y
 
 def _stable_sigmoid(d:np.ndarray) -> np.ndarray:
@@ -709,6 +800,10 @@ class Sigmoid(Elementwise):
     @staticmethod
     def derivative(ctx):
         y, = ctx.saved_tensors
+        return y * (1.0 - y)
+    @staticmethod
+    def derivative_numpy(ctx):
+        y = ctx.saved_tensors[0]._data
         return y * (1.0 - y)
 
 def sin(input:Tensor) -> Tensor:
@@ -745,6 +840,7 @@ class Abs(Elementwise):
     def derivative(ctx):
         x, = ctx.saved_tensors
         return _sign(x._data)
+    derivative_numpy = derivative   # already an array
 
 class Sign(Function):
     "sign(x): dx = 0"
@@ -752,6 +848,8 @@ class Sign(Function):
     def forward(ctx, x): return _sign(x._data)
     @staticmethod
     def backward(ctx, g): return Tensor(np.zeros_like(g._data))
+    @staticmethod
+    def backward_numpy(ctx, g): return np.zeros_like(g)
     @staticmethod
     def jvp(ctx, t): return Tensor(np.zeros_like(t._data))
 
@@ -770,6 +868,7 @@ class Relu(Elementwise):
     def derivative(ctx):
         y, = ctx.saved_tensors
         return _relu_pass(y._data)
+    derivative_numpy = derivative   # already an array
 
 def _clamp_keep(ctx) -> np.ndarray:
     "Where clamp passes its input through: lo <= x <= hi, both bounds inclusive (PyTorch's convention)."
@@ -794,6 +893,7 @@ class Clamp(Elementwise):
         return y
     @staticmethod
     def derivative(ctx): return _clamp_keep(ctx)
+    derivative_numpy = derivative   # already an array
 
 # %% ../nbs/12_elementwise.ipynb #03f8e846
 def _tie_weights(ad, bd, a_loses, b_loses):
@@ -818,6 +918,13 @@ class Maximum(Function):
         wa, wb = _tie_weights(a._data, b._data, a._data < b._data, b._data < a._data)
         return (_mask(g, wa) if ctx.needs_input_grad[0] else None, _mask(g, wb) if ctx.needs_input_grad[1] else None)
     @staticmethod
+    def backward_numpy(ctx, g):
+        a, b = ctx.saved_tensors
+        ad, bd = a._data, b._data
+        wa, wb = _tie_weights(ad, bd, ad < bd, bd < ad)
+        return (_mask_numpy(g, wa) if ctx.needs_input_grad[0] else None,
+                _mask_numpy(g, wb) if ctx.needs_input_grad[1] else None)
+    @staticmethod
     def jvp(ctx, ta, tb):
         a, b = ctx.saved_tensors
         wa, wb = _tie_weights(a._data, b._data, a._data < b._data, b._data < a._data)
@@ -834,6 +941,13 @@ class Minimum(Function):
         a, b = ctx.saved_tensors
         wa, wb = _tie_weights(a._data, b._data, a._data > b._data, b._data > a._data)
         return (_mask(g, wa) if ctx.needs_input_grad[0] else None, _mask(g, wb) if ctx.needs_input_grad[1] else None)
+    @staticmethod
+    def backward_numpy(ctx, g):
+        a, b = ctx.saved_tensors
+        ad, bd = a._data, b._data
+        wa, wb = _tie_weights(ad, bd, ad > bd, bd > ad)
+        return (_mask_numpy(g, wa) if ctx.needs_input_grad[0] else None,
+                _mask_numpy(g, wb) if ctx.needs_input_grad[1] else None)
     @staticmethod
     def jvp(ctx, ta, tb):
         a, b = ctx.saved_tensors
@@ -954,6 +1068,9 @@ class RoundedDiv(Function):
     def backward(ctx, g):   # piecewise constant: PyTorch returns zeros (where floor_divide raises)
         return tuple(Tensor(np.zeros_like(g._data)) if n else None for n in ctx.needs_input_grad[:2]) + (None,)
     @staticmethod
+    def backward_numpy(ctx, g):
+        return tuple(np.zeros_like(g) if n else None for n in ctx.needs_input_grad[:2]) + (None,)
+    @staticmethod
     def jvp(ctx, ta, tb, rounding_mode):
         t = ta if ta is not None else tb
         return None if t is None else Tensor(np.zeros_like(t._data))
@@ -966,6 +1083,11 @@ class _Modulus(Function):
     def backward(cls, ctx, g):
         a, b = ctx.saved_tensors
         gb = Neg.apply(Mul.apply(g, Tensor(cls.quotient(a._data, b._data)))) if ctx.needs_input_grad[1] else None
+        return g if ctx.needs_input_grad[0] else None, gb
+    @classmethod
+    def backward_numpy(cls, ctx, g):
+        a, b = ctx.saved_tensors
+        gb = np.negative(g * cls.quotient(a._data, b._data)) if ctx.needs_input_grad[1] else None
         return g if ctx.needs_input_grad[0] else None, gb
     @classmethod
     def jvp(cls, ctx, ta, tb):
@@ -1143,6 +1265,8 @@ class Copy(Function):
     @staticmethod
     def backward(ctx, g):
         return (Tensor(np.zeros(g.shape, g.dtype)) if ctx.needs_input_grad[0] else None), g
+    @staticmethod
+    def backward_numpy(ctx, g): return (np.zeros(g.shape, g.dtype) if ctx.needs_input_grad[0] else None), g
     linear = True   # in (x, src) together: the tangent is the source's, cast and broadcast
 
 def _copy(input:Tensor, other, non_blocking:bool=False) -> Tensor:
@@ -1176,6 +1300,10 @@ class _Rounding(Function):
     @staticmethod
     def backward(ctx, g):
         zero = Tensor(np.zeros_like(g._data))
+        return zero if len(ctx.edges) == 1 else (zero,) + (None,) * (len(ctx.edges) - 1)
+    @staticmethod
+    def backward_numpy(ctx, g):
+        zero = np.zeros_like(g)
         return zero if len(ctx.edges) == 1 else (zero,) + (None,) * (len(ctx.edges) - 1)
     @staticmethod
     def jvp(ctx, t, *_): return Tensor(np.zeros_like(t._data))
@@ -1223,6 +1351,7 @@ class Frac(Elementwise):
         return _subtract(d, np.trunc(d))   # frac(inf) is inf - inf = nan, quietly, as in PyTorch
     @staticmethod
     def derivative(ctx): return 1.0
+    derivative_numpy = derivative   # a number: the engine makes it an array of g's dtype
 
 # %% ../nbs/12_elementwise.ipynb #daa40647
 def floor(input:Tensor) -> Tensor:
@@ -1266,6 +1395,8 @@ class Expm1(Elementwise):
     def derivative(ctx):
         y, = ctx.saved_tensors
         return y + 1.0
+    @staticmethod
+    def derivative_numpy(ctx): return ctx.saved_tensors[0]._data + 1.0
 
 def _log_domain_check(op:str, x:Tensor, d:np.ndarray):
     "Under the 'raise' policy, refuse x <= 0 for the logarithm `op`."
@@ -1286,6 +1417,8 @@ class Log2(Elementwise):
     def derivative(ctx):
         x, = ctx.saved_tensors
         return x * _LN2
+    @staticmethod
+    def derivative_numpy(ctx): return _times_number(ctx.saved_tensors[0]._data, _LN2)
 
 class Log10(Elementwise):
     "log10(x): dx = g / (x * log(10))"
@@ -1300,6 +1433,8 @@ class Log10(Elementwise):
     def derivative(ctx):
         x, = ctx.saved_tensors
         return x * _LN10
+    @staticmethod
+    def derivative_numpy(ctx): return _times_number(ctx.saved_tensors[0]._data, _LN10)
 
 def expm1(input:Tensor) -> Tensor:
     "e ** input - 1, elementwise, accurate for small input"
@@ -1318,18 +1453,30 @@ for _fn in (expm1, log2, log10):
     setattr(Tensor, _fn.__name__ + '_', _inplace(_fn, _fn.__name__ + '_'))
 
 # %% ../nbs/12_elementwise.ipynb #0ceb7bf7
+def _origin_error(node, a:Tensor, zero:np.ndarray, op:str, phase:str):
+    "The DomainError for a gradient of atan2 at the origin, where a * a + b * b is 0."
+    return _domain_error(op, a, zero, np.broadcast_to(a._data, zero.shape), "its derivatives divide by "
+                         "a^2 + b^2, which is 0 where a and b are both 0 (or so small that their squares underflow), "
+                         "so (a, b) must not be (0, 0) where a gradient flows",
+                         "leave the zero vectors out before the op, e.g. atan2(a, where(r > 0, b, 1.0)), or move "
+                         "them off the origin, e.g. atan2(a, b + eps).", node, phase)
+
 def _squared_radius(node, a:Tensor, b:Tensor, op:str, phase:str) -> Tensor:
     "a * a + b * b (Tensor ops), checked for zeros: a DomainError there under 'raise', inf under 'nan' (so the gradient there is 0)."
     r2 = a * a + b * b
     if not _has_zero(r2._data): return r2
     zero = r2._data == 0
-    if _math.strict:
-        raise _domain_error(op, a, zero, np.broadcast_to(a._data, zero.shape), "its derivatives divide by "
-                            "a^2 + b^2, which is 0 where a and b are both 0 (or so small that their squares underflow), "
-                            "so (a, b) must not be (0, 0) where a gradient flows",
-                            "leave the zero vectors out before the op, e.g. atan2(a, where(r > 0, b, 1.0)), or move "
-                            "them off the origin, e.g. atan2(a, b + eps).", node, phase)
+    if _math.strict: raise _origin_error(node, a, zero, op, phase)
     return _where_number(zero, np.inf, r2)   # g * b / inf is 0 there, PyTorch's value
+
+def _squared_radius_numpy(node, a:Tensor, b:Tensor, op:str) -> np.ndarray:
+    "`_squared_radius` on arrays, in the backward pass"
+    ad, bd = a._data, b._data
+    r2 = ad * ad + bd * bd
+    if not _has_zero(r2): return r2
+    zero = np.asarray(r2 == 0)
+    if _math.strict: raise _origin_error(node, a, zero, op, 'backward pass')
+    return np.where(zero, np.asarray(np.inf, dtype=r2.dtype), r2)
 
 class Atan2(Function):
     "atan2(a, b): da = g * b / (a * a + b * b), db = -(g * a) / (a * a + b * b)"
@@ -1343,6 +1490,12 @@ class Atan2(Function):
         r2 = _squared_radius(ctx, a, b, 'atan2', 'backward pass')
         return (g * b / r2 if ctx.needs_input_grad[0] else None,
                 -(g * a) / r2 if ctx.needs_input_grad[1] else None)
+    @staticmethod
+    def backward_numpy(ctx, g):
+        a, b = ctx.saved_tensors
+        r2 = _squared_radius_numpy(ctx, a, b, 'atan2')
+        return (g * b._data / r2 if ctx.needs_input_grad[0] else None,
+                np.negative(g * a._data) / r2 if ctx.needs_input_grad[1] else None)
     @staticmethod
     def jvp(ctx, ta, tb):
         a, b = ctx.saved_tensors
@@ -1374,6 +1527,12 @@ class Hypot(Function):
         a, b, y = ctx.saved_tensors
         _hypot_slope_check(ctx, a, y, 'backward pass')
         return (g * a / y if ctx.needs_input_grad[0] else None, g * b / y if ctx.needs_input_grad[1] else None)
+    @staticmethod
+    def backward_numpy(ctx, g):
+        a, b, y = ctx.saved_tensors
+        _hypot_slope_check(ctx, a, y, 'backward pass')
+        return (g * a._data / y._data if ctx.needs_input_grad[0] else None,
+                g * b._data / y._data if ctx.needs_input_grad[1] else None)
     @staticmethod
     def jvp(ctx, ta, tb):
         a, b, y = ctx.saved_tensors
@@ -1423,6 +1582,11 @@ class Lerp(Function):
     @staticmethod
     def backward(ctx, g):
         a, b, w = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        return (g * (1.0 - w) if need[0] else None, g * w if need[1] else None, g * (b - a) if need[2] else None)
+    @staticmethod
+    def backward_numpy(ctx, g):
+        a, b, w = (t._data for t in ctx.saved_tensors)
         need = ctx.needs_input_grad
         return (g * (1.0 - w) if need[0] else None, g * w if need[1] else None, g * (b - a) if need[2] else None)
     @staticmethod
@@ -1504,6 +1668,7 @@ class NanToNum(Elementwise):
     def derivative(ctx):
         x, = ctx.saved_tensors
         return np.isfinite(x._data)
+    derivative_numpy = derivative   # already an array
 
 def nan_to_num(input:Tensor, nan=None, posinf=None, neginf=None) -> Tensor:
     "input with nan, +inf and -inf replaced (by 0 and the dtype's largest finite numbers, by default)"

@@ -901,7 +901,7 @@ class Elementwise(Function):
         super().__init_subclass__(**kwargs)
         if _definer(cls, 'backward') is Elementwise:   # the derived rule runs on arrays if f'(x) has an array form as new as it
             d, dn = _definer(cls, 'derivative'), _definer(cls, 'derivative_numpy')
-            current = dn is not Elementwise and (d is dn or issubclass(dn, d))
+            current = cls.derivative_numpy is not None and (d is dn or issubclass(dn, d))
             cls.backward_numpy = Elementwise.__dict__['backward_numpy'] if current else None
     @classmethod
     def jvp(cls, ctx, t, *_):
@@ -936,7 +936,8 @@ def _fit_grad(g, shape, dtype, node, i):
                                f"{shape}; the op was called at {_format_origin(node._origin)}. A backward must return "
                                f"one gradient per input, of the input's shape (or one that sums to it).")
         g = SumTo.apply(g, shape)
-    if g._data.dtype != dtype and not g.requires_grad: g = Tensor(g._data.astype(dtype), _origin=g._origin)
+    if g._data.dtype != dtype:   # cast back to the input's dtype: through the differentiable cast when it is recorded
+        g = _Cast.apply(g, dtype) if g.requires_grad else Tensor(g._data.astype(dtype), _origin=g._origin)
     return g
 
 _leaf_hooks = {}   # id(leaf) -> (weak reference to the leaf, {hook id: hook}): register_hook, below

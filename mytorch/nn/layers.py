@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from itertools import chain
 import numpy as np
 from ..engine import Tensor, Function, Mul, SumTo, no_grad
-from ..engine import _default
+from ..engine import _default, _sum_to
 from ..scalar import patch
 from ..creation import empty, _rng, _dtype, _check_device
 from ..shape import Reshape, flatten
@@ -49,24 +49,40 @@ class LinearFunction(Function):
         return gx, gw, gb
 
     @staticmethod
+    def backward_numpy(ctx, g):   # on arrays: the NumPy calls that MatMul, _LinearWeightGrad and SumTo make in `backward`
+        x, w = ctx.saved_tensors
+        need_x, need_w, need_b = ctx.needs_input_grad
+        return (np.matmul(g, w._data) if need_x else None, _weight_grad(g, x._data) if need_w else None,
+                _sum_to(g, (w.shape[0],)) if need_b else None)
+
+    @staticmethod
     def jvp(ctx, tx, tw, tb):
         x, w = ctx.saved_tensors
         return LinearFunction.apply(tx, w, tb) + LinearFunction.apply(x, tw, None)
+
+def _weight_grad(G:np.ndarray, X:np.ndarray) -> np.ndarray:
+    "G.T @ X with the leading dims of both flattened into rows."
+    rows = math.prod(G.shape[:-1])                # not reshape(-1, ...): a dimension may be 0
+    return np.matmul(G.reshape(rows, G.shape[-1]).T, X.reshape(rows, X.shape[-1]))
 
 class _LinearWeightGrad(Function):
     "wgrad(g, x) = g.T @ x over rows (leading dims flattened): dg = x @ gg.T = linear(x, gg), dx = g @ gg"
     @staticmethod
     def forward(ctx, g, x):
-        G, X = g._data, x._data
         ctx.save_for_backward(g, x)
-        rows = math.prod(G.shape[:-1])                # not reshape(-1, ...): a dimension may be 0
-        return np.matmul(G.reshape(rows, G.shape[-1]).T, X.reshape(rows, X.shape[-1]))
+        return _weight_grad(g._data, x._data)
 
     @staticmethod
     def backward(ctx, gg):
         g, x = ctx.saved_tensors
         return (LinearFunction.apply(x, gg, None) if ctx.needs_input_grad[0] else None,
                 MatMul.apply(g, gg) if ctx.needs_input_grad[1] else None)
+
+    @staticmethod
+    def backward_numpy(ctx, gg):   # on arrays: LinearFunction's and MatMul's products
+        g, x = ctx.saved_tensors
+        return (np.matmul(x._data, gg.T) if ctx.needs_input_grad[0] else None,
+                np.matmul(g._data, gg) if ctx.needs_input_grad[1] else None)
 
     @staticmethod
     def jvp(ctx, tg, tx):
@@ -307,6 +323,8 @@ class NativeDropout(Function):
     @staticmethod
     def backward(ctx, g): return Mul.apply(g, ctx.mask), None, None
     @staticmethod
+    def backward_numpy(ctx, g): return g * ctx.mask._data, None, None   # Mul's product, on the arrays
+    @staticmethod
     def jvp(ctx, t, *_): return Mul.apply(t, ctx.mask)
 
 class Dropout(Module):
@@ -331,30 +349,41 @@ class EmbeddingFunction(Function):
     @staticmethod
     def backward(ctx, g): return EmbeddingBackward.apply(g, ctx.idx, ctx.num, ctx.padding_idx), None, None
     @staticmethod
+    def backward_numpy(ctx, g): return _scatter_rows(g, ctx.idx, ctx.num, ctx.padding_idx), None, None
+    @staticmethod
     def jvp(ctx, tw, _, __): return EmbeddingFunction.apply(tw, ctx.idx, None)
+
+def _scatter_rows(g:np.ndarray, idx:np.ndarray, num:int, padding_idx) -> np.ndarray:
+    "A (num, d) array whose row r is the sum of g's rows (last dim d) at the positions where idx is r; the padding row 0."
+    d = g.shape[-1]
+    rows, vals = idx.reshape(-1).astype(np.intp, copy=False), g.reshape(-1, d)
+    if _COMPILED_SCATTER:
+        out = index_add_rows(np.zeros((num, d), g.dtype), rows, vals)
+        if padding_idx is not None: out[padding_idx] = 0
+        return out
+    if padding_idx is not None:
+        keep = rows != padding_idx
+        rows, vals = rows[keep], vals[keep]
+    flat = (rows[:, None] * d + np.arange(d)).reshape(-1)
+    out = np.bincount(flat, weights=vals.reshape(-1), minlength=num * d)
+    return out.reshape(num, d).astype(g.dtype, copy=False)
 
 class EmbeddingBackward(Function):
     "scatter_add(g, idx, num)[r] = sum of g[s] over idx[s] = r (padding row left 0): dg[s] = gg[idx[s]] (0 where idx[s] is padding)"
     @staticmethod
     def forward(ctx, g, idx, num, padding_idx):
         ctx.idx, ctx.num, ctx.padding_idx = idx, num, padding_idx
-        d = g._data.shape[-1]
-        rows, vals = idx.reshape(-1).astype(np.intp, copy=False), g._data.reshape(-1, d)
-        if _COMPILED_SCATTER:
-            out = index_add_rows(np.zeros((num, d), g._data.dtype), rows, vals)
-            if padding_idx is not None: out[padding_idx] = 0
-            return out
-        if padding_idx is not None:
-            keep = rows != padding_idx
-            rows, vals = rows[keep], vals[keep]
-        flat = (rows[:, None] * d + np.arange(d)).reshape(-1)
-        out = np.bincount(flat, weights=vals.reshape(-1), minlength=num * d)
-        return out.reshape(num, d).astype(g._data.dtype, copy=False)
+        return _scatter_rows(g._data, idx, num, padding_idx)
     @staticmethod
     def backward(ctx, gg):
         out = EmbeddingFunction.apply(gg, ctx.idx, None)
         if ctx.padding_idx is not None:
             out = Mul.apply(out, Tensor((ctx.idx != ctx.padding_idx)[..., None].astype(gg._data.dtype)))
+        return out, None, None, None
+    @staticmethod
+    def backward_numpy(ctx, gg):   # on arrays: EmbeddingFunction's gather and Mul's product
+        out = np.take(gg, ctx.idx, axis=0)
+        if ctx.padding_idx is not None: out = out * (ctx.idx != ctx.padding_idx)[..., None].astype(gg.dtype)
         return out, None, None, None
     @staticmethod
     def jvp(ctx, tg, _, __, ___): return EmbeddingBackward.apply(tg, ctx.idx, ctx.num, ctx.padding_idx)

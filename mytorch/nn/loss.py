@@ -16,9 +16,9 @@ __all__ = ['mse_loss', 'l1_loss', 'smooth_l1_loss', 'huber_loss', 'BinaryCrossEn
 import math
 import warnings
 import numpy as np
-from ..engine import Tensor, Function, is_grad_enabled, get_broadcast_policy, _plain_backward
-from ..elementwise import where, sigmoid, log, minimum
-from ..elementwise import _math, _positions, _domain_error
+from ..engine import Tensor, Function, is_grad_enabled, get_broadcast_policy
+from ..elementwise import where, sigmoid, log, minimum, Exp
+from ..elementwise import _math, _positions, _domain_error, _stable_sigmoid
 from ..reductions import norm
 from ..shape import reshape
 from ..linalg import Softmax, LogSoftmax
@@ -186,6 +186,16 @@ class BinaryCrossEntropy(Function):
         return dx, dy
 
     @staticmethod
+    def backward_numpy(ctx, g):   # on arrays: the NumPy calls that `backward`'s Tensor ops make, in their order
+        x, y = ctx.saved_tensors
+        X, Y = x._data, y._data
+        dx = g * (X - Y) / np.maximum(X * (1.0 - X), 1e-12) if ctx.needs_input_grad[0] else None
+        if not ctx.needs_input_grad[1]: return dx, None
+        if _math.strict and not ((X > 0) & (X < 1)).all():   # log(0): the Tensor rule raises its DomainError
+            return BinaryCrossEntropy.backward(ctx, Tensor(g, _origin=ctx._origin))
+        return dx, g * (np.log(1.0 - X) - np.log(X))
+
+    @staticmethod
     def jvp(ctx, tx, ty):   # the same two partial derivatives, times the tangents
         x, y = ctx.saved_tensors
         t = tx * (x - y) / (x * (1.0 - x)).clamp(min=1e-12)
@@ -211,17 +221,24 @@ def binary_cross_entropy(input:Tensor, # probabilities in [0, 1]
     return _reduce(loss, reduction)
 
 # %% ../../nbs/24_loss.ipynb #d0faa25b
+def _softplus_array(X:np.ndarray) -> np.ndarray:
+    "log(1 + exp(X)) as max(X, 0) + log1p(exp(-|X|)): no exponent is positive."
+    return np.maximum(X, 0) + np.log1p(np.exp(-np.abs(X)))
+
 class _Softplus(Function):
     "softplus(x) = log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)): dx = g * sigmoid(x)"
     @staticmethod
     def forward(ctx, x):
-        X = x._data
         ctx.save_for_backward(x)
-        return np.maximum(X, 0) + np.log1p(np.exp(-np.abs(X)))
+        return _softplus_array(x._data)
     @staticmethod
     def backward(ctx, g):
         x, = ctx.saved_tensors
         return g * sigmoid(x)
+    @staticmethod
+    def backward_numpy(ctx, g):   # on arrays: Sigmoid's forward, then the product
+        x, = ctx.saved_tensors
+        return g * _stable_sigmoid(x._data)
     @staticmethod
     def jvp(ctx, t):
         x, = ctx.saved_tensors
@@ -232,7 +249,7 @@ class BinaryCrossEntropyWithLogits(Function):
     @staticmethod
     def forward(ctx, x, y, pos_weight):
         X, Y = x._data, y._data
-        sp = np.maximum(-X, 0) + np.log1p(np.exp(-np.abs(X)))   # softplus(-x), stable
+        sp = _softplus_array(-X)   # softplus(-x), stable
         l = 1.0 if pos_weight is None else 1.0 + (pos_weight._data - 1.0) * Y
         ctx.save_for_backward(x, y, pos_weight)
         return (1.0 - Y) * X + l * sp
@@ -246,6 +263,18 @@ class BinaryCrossEntropyWithLogits(Function):
             dx = g * (s - y) if p is None else g * ((1.0 + (p - 1.0) * y) * s - p * y)
         if ctx.needs_input_grad[1]:
             dy = g * -x if p is None else g * ((p - 1.0) * _Softplus.apply(-x) - x)
+        return dx, dy, None
+
+    @staticmethod
+    def backward_numpy(ctx, g):   # on arrays: the NumPy calls of `backward`, in its order
+        x, y, p = ctx.saved_tensors
+        X, Y, P = x._data, y._data, None if p is None else p._data
+        dx = dy = None
+        if ctx.needs_input_grad[0]:
+            s = _stable_sigmoid(X)
+            dx = g * (s - Y) if P is None else g * ((1.0 + (P - 1.0) * Y) * s - P * Y)
+        if ctx.needs_input_grad[1]:
+            dy = g * -X if P is None else g * ((P - 1.0) * _softplus_array(-X) - X)
         return dx, dy, None
 
     @staticmethod
@@ -390,6 +419,12 @@ def _upstream(g:Tensor, denom, axis:int, counted=None, shape:tuple=()) -> Tensor
     # a 0/0 mean: PyTorch's w[t] / 0 = nan for every counted sample, 0 for the ignored ones
     return g * Tensor(np.expand_dims(_nan_where(counted, shape).astype(g.dtype), axis), _origin=g._origin)
 
+def _upstream_array(g:np.ndarray, denom, axis:int, counted=None, shape:tuple=()) -> np.ndarray:
+    "`_upstream` on arrays, for the rules' `backward_numpy`."
+    if denom is None: return np.expand_dims(g, axis)
+    if denom == denom: return g / denom
+    return g * np.expand_dims(_nan_where(counted, shape).astype(g.dtype), axis)
+
 class NLL(Function):
     "nll(z, t) = -w[t] z[t] along the class dim: dz = -g w[t] at t, 0 elsewhere"
     @staticmethod
@@ -408,6 +443,13 @@ class NLL(Function):
             return g * Tensor(nan, _origin=g._origin), None, None, None, None, None
         scatter = _scatter(*ctx.meta, ctx.idx, -1.0 if ctx.wy is None else -ctx.wy, ctx.axis)
         return _upstream(g, ctx.denom, ctx.axis) * Tensor(scatter, _origin=g._origin), None, None, None, None, None
+
+    @staticmethod
+    def backward_numpy(ctx, g):   # on arrays: the same scatter, and the products `backward` makes
+        if ctx.denom != ctx.denom:
+            return g * _scatter(*ctx.meta, ctx.idx, _nan_where(ctx.counted, ctx.idx.shape), ctx.axis), None, None, None, None, None
+        scatter = _scatter(*ctx.meta, ctx.idx, -1.0 if ctx.wy is None else -ctx.wy, ctx.axis)
+        return _upstream_array(g, ctx.denom, ctx.axis) * scatter, None, None, None, None, None
 
     @staticmethod
     def jvp(ctx, tz, *_):   # linear in z: the loss of the tangent
@@ -449,21 +491,22 @@ class CrossEntropy(Function):
         return loss if denom is None else np.asarray(loss.sum() / denom, dtype=X.dtype)
 
     @staticmethod
-    def backward(ctx, g):
+    def backward(ctx, g):   # in Tensor ops, differentiable again (create_graph=True)
         x, q = ctx.saved_tensors
         axis, need = ctx.axis, ctx.needs_input_grad
-        if _plain_backward():   # the usual backward: NumPy on the saved log-probabilities
-            d, Q, logp = ctx.denom, q._data, ctx.logp
-            if d is None: G = np.expand_dims(g._data, axis)
-            elif d == d: G = g._data / d
-            else: G = g._data * np.expand_dims(_nan_where(ctx.counted, logp.sum(axis).shape), axis)   # 0/0: see _upstream
-            dx = Tensor(G * (np.exp(logp) * Q.sum(axis=axis, keepdims=True) - Q), _origin=x._origin) if need[0] else None
-            dq = Tensor(G * -logp, _origin=q._origin) if need[1] else None
-            return (dx, dq) + (None,) * (len(need) - 2)
-        # recorded, for second derivatives: the same formulas in Tensor ops
         G = _upstream(g, ctx.denom, axis, ctx.counted, x.shape[:axis] + x.shape[axis + 1:])
-        dx = G * (Softmax.apply(x, axis) * q.sum(axis, keepdim=True) - q) if need[0] else None
-        dq = G * -LogSoftmax.apply(x, axis) if need[1] else None
+        logp = LogSoftmax.apply(x, axis)   # forward's log p again, to the bit: exp of it is the array rule's softmax
+        dx = G * (Exp.apply(logp) * q.sum(axis, keepdim=True) - q) if need[0] else None
+        dq = G * -logp if need[1] else None
+        return (dx, dq) + (None,) * (len(need) - 2)
+
+    @staticmethod
+    def backward_numpy(ctx, g):   # the usual backward: NumPy on the saved log-probabilities, as `backward` computes it
+        x, q = ctx.saved_tensors
+        axis, need, logp, Q = ctx.axis, ctx.needs_input_grad, ctx.logp, q._data
+        G = _upstream_array(g, ctx.denom, axis, ctx.counted, logp.shape[:axis] + logp.shape[axis + 1:])
+        dx = G * (np.exp(logp) * Q.sum(axis=axis, keepdims=True) - Q) if need[0] else None
+        dq = G * -logp if need[1] else None
         return (dx, dq) + (None,) * (len(need) - 2)
 
     @staticmethod
