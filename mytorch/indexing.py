@@ -264,9 +264,18 @@ class Index(Function):
     @staticmethod
     def backward(ctx, g):
         return IndexAccumulate.apply(g, ctx.shape, ctx.key, ctx.kind), None, None
+    @staticmethod
+    def backward_numpy(ctx, g): return _accumulate(g, ctx.shape, ctx.key, ctx.kind), None, None
 
     @staticmethod
     def jvp(ctx, t, key, kind): return Index.apply(t, ctx.key, ctx.kind)
+
+def _read(a:np.ndarray, key, kind) -> np.ndarray:
+    "a[key] as `Index` reads it: a view for a basic key (0-d rather than a NumPy scalar), a copy for an advanced one."
+    if kind != _BASIC:
+        a, k = _at(a, key)
+        return a[k]
+    return a[key if Ellipsis in key else key + (Ellipsis,)]
 
 def _scatter_add(a:np.ndarray, key:tuple, g:np.ndarray):
     "np.add.at(a, key, g), through index_add_rows when key is one integer array, alone or after full slices."
@@ -278,19 +287,25 @@ def _scatter_add(a:np.ndarray, key:tuple, g:np.ndarray):
         else: index_add_rows(np.moveaxis(a, d, 0), idx, np.moveaxis(g, d, 0))   # x[:, idx]: rows along dim d
     else: np.add.at(a, key, g)
 
+def _accumulate(g:np.ndarray, shape:tuple, key, kind) -> np.ndarray:
+    "zeros(shape) with g added at key: repeated positions sum."
+    z = np.zeros(shape, dtype=g.dtype)
+    a, k = _at(z, key)                          # a is z, or a view of z for a _Split key
+    if kind == _INTEGER: _scatter_add(a, k, g)  # unbuffered: repeated positions add up
+    else: a[k] = g                              # each position at most once: a plain write
+    return z
+
 class IndexAccumulate(Function):
     "index_accumulate(g, shape, key): zeros(shape) with g added at key; dg = gg[key]"
     @staticmethod
     def forward(ctx, g, shape, key, kind):
         ctx.key, ctx.kind, ctx.shape = key, kind, shape
-        z = np.zeros(shape, dtype=g._data.dtype)
-        a, k = _at(z, key)                                 # a is z, or a view of z for a _Split key
-        if kind == _INTEGER: _scatter_add(a, k, g._data)   # unbuffered: repeated positions add up
-        else: a[k] = g._data                               # each position at most once: a plain write
-        return z
+        return _accumulate(g._data, shape, key, kind)
 
     @staticmethod
     def backward(ctx, gg): return Index.apply(gg, ctx.key, ctx.kind), None, None, None
+    @staticmethod
+    def backward_numpy(ctx, gg): return _read(gg, ctx.key, ctx.kind), None, None, None
 
     @staticmethod
     def jvp(ctx, t, shape, key, kind): return IndexAccumulate.apply(t, ctx.shape, ctx.key, ctx.kind)
@@ -310,18 +325,22 @@ def _drop_leading_ones(v:np.ndarray) -> np.ndarray:
     while lead < v.ndim and v.shape[lead] == 1: lead += 1
     return v.reshape(v.shape[lead:]) if lead else v
 
+def _put(a:np.ndarray, value, key) -> np.ndarray:
+    "A copy of a with a[key] = value."
+    out = a.copy()
+    b, k = _at(out, key)
+    b[k] = value
+    return out
+
 class IndexPut(Function):
     "index_put(x, v, key): x with x[key] = v; dx = index_put(g, 0, key), dv = g[key]"
     @staticmethod
     def forward(ctx, x, value, key, kind):
         ctx.key, ctx.kind = key, kind
-        out = x._data.copy()
         if isinstance(value, Tensor):
             ctx.value_ndim = value._data.ndim
             value = _drop_leading_ones(value._data)
-        a, k = _at(out, key)
-        a[k] = value
-        return out
+        return _put(x._data, value, key)
 
     @staticmethod
     def backward(ctx, g):
@@ -332,6 +351,16 @@ class IndexPut(Function):
             gv = Index.apply(g, key, kind)
             if ctx.value_ndim > gv.ndim:   # v had extra leading 1s, which assignment ignores: give them back
                 gv = Index.apply(gv, (None,) * (ctx.value_ndim - gv.ndim) + (Ellipsis,), _BASIC)
+        return gx, gv, None, None
+
+    @staticmethod
+    def backward_numpy(ctx, g):
+        key, kind = ctx.key, ctx.kind
+        gx = _put(g, 0.0, key) if ctx.needs_input_grad[0] else None
+        gv = None
+        if ctx.needs_input_grad[1]:
+            gv = _read(g, key, kind)
+            if ctx.value_ndim > gv.ndim: gv = _read(gv, (None,) * (ctx.value_ndim - gv.ndim) + (Ellipsis,), _BASIC)
         return gx, gv, None, None
 
     @staticmethod

@@ -14,7 +14,7 @@ import string
 import warnings
 import numpy as np
 from .engine import *
-from .engine import _format_origin, _plain_backward
+from .engine import _format_origin, _plain_backward, _sum_to
 from .elementwise import _subtract
 from .scalar import patch
 
@@ -25,6 +25,8 @@ class _MatrixTranspose(Function):
     def forward(ctx, x): return view_of(x, np.swapaxes(x._data, -1, -2))
     @staticmethod
     def backward(ctx, g): return _MatrixTranspose.apply(g)
+    @staticmethod
+    def backward_numpy(ctx, g): return np.swapaxes(g, -1, -2)
     @staticmethod
     def jvp(ctx, t): return _MatrixTranspose.apply(t)
 
@@ -38,6 +40,8 @@ class _Reshape(Function):
         return view_of(x, out) if np.may_share_memory(out, x._data) else out
     @staticmethod
     def backward(ctx, g): return _Reshape.apply(g, ctx.in_shape), None
+    @staticmethod
+    def backward_numpy(ctx, g): return g.reshape(ctx.in_shape), None
     @staticmethod
     def jvp(ctx, t, shape): return _Reshape.apply(t, ctx.shape)
 
@@ -99,6 +103,29 @@ class MatMul(Function):
             else:
                 gb = MatMul.apply(_MatrixTranspose.apply(a2), g2)
                 if b.ndim == 1: gb = _Reshape.apply(gb.sum_to_size(k, 1), (k,))
+        return ga, gb
+
+    @staticmethod
+    def backward_numpy(ctx, g):   # `backward` line by line, each Tensor op replaced by the NumPy call its forward makes
+        a, b = ctx.saved_tensors
+        A, B = a._data, b._data
+        need_a, need_b = ctx.needs_input_grad
+        if A.ndim == 1 and B.ndim == 1: return g * B if need_a else None, g * A if need_b else None
+        k = A.shape[-1]
+        A2 = A.reshape((1, k)) if A.ndim == 1 else A
+        B2 = B.reshape((k, 1)) if B.ndim == 1 else B
+        if A.ndim == 1: g2 = g.reshape(g.shape[:-1] + (1, g.shape[-1]))
+        elif B.ndim == 1: g2 = g.reshape(g.shape + (1,))
+        else: g2 = g
+        ga = np.matmul(g2, np.swapaxes(B2, -1, -2)) if need_a else None
+        gb = None
+        if need_b:
+            if B.ndim <= 2 and A.ndim > 2:
+                rows = math.prod(A.shape[:-1])
+                gb = np.matmul(np.swapaxes(A.reshape((rows, k)), -1, -2), g.reshape((rows,) + B.shape[1:]))
+            else:
+                gb = np.matmul(np.swapaxes(A2, -1, -2), g2)
+                if B.ndim == 1: gb = _sum_to(gb, (k, 1)).reshape((k,))
         return ga, gb
 
     sparse_tangents = True   # a missing tangent (None) drops its term rather than multiplying zeros
@@ -213,6 +240,15 @@ class Addmm(Function):
         g1 = scale(MatMul.apply(g, _MatrixTranspose.apply(mat2)), ctx.alpha) if need_1 else None
         g2 = scale(MatMul.apply(_MatrixTranspose.apply(mat1), g), ctx.alpha) if need_2 else None
         return gi, g1, g2, None, None
+    @staticmethod
+    def backward_numpy(ctx, g):
+        mat1, mat2 = ctx.saved_tensors
+        need_input, need_1, need_2 = ctx.needs_input_grad[:3]
+        scale = lambda a, c: a if c == 1 else a * np.asarray(c, a.dtype)   # a number times a tensor: in its dtype
+        gi = scale(g, ctx.beta) if need_input else None
+        g1 = scale(np.matmul(g, np.swapaxes(mat2._data, -1, -2)), ctx.alpha) if need_1 else None
+        g2 = scale(np.matmul(np.swapaxes(mat1._data, -1, -2), g), ctx.alpha) if need_2 else None
+        return gi, g1, g2, None, None
     sparse_tangents = True   # a missing tangent (None) drops its term
     @staticmethod
     def jvp(ctx, t_input, t1, t2, *_):
@@ -323,6 +359,29 @@ def _parse_einsum(equation:str, operands:tuple) -> tuple:
 # %% ../nbs/16_linalg.ipynb #4aeaa688
 def _einsum_str(ins, out) -> str: return ','.join(ins) + '->' + out
 
+def _einsum(spec:tuple, arrays:list):
+    "np.einsum of `spec`, (subscripts of each operand, output subscripts); the contraction order optimised past two operands."
+    ins, out = spec
+    return np.einsum(_einsum_str(ins, out), *arrays, optimize=len(arrays) > 2)
+
+def _einsum_grad_recipe(ins:tuple, out:str, i:int, shape:tuple) -> tuple:
+    "For operand i (of `shape`): (the subscripts of g and the other operands, the shape of ones for lonely letters or None, the output subscripts)."
+    s = ins[i]
+    elsewhere = set(out).union(*(ins[k] for k in range(len(ins)) if k != i))
+    unique = ''.join(dict.fromkeys(s))
+    subs = [out] + [ins[k] for k in range(len(ins)) if k != i]
+    lonely = ''.join(c for c in unique if c not in elsewhere)
+    ones = None
+    if lonely:   # letters only x_i has: the gradient is constant along them
+        size = dict(zip(s, shape))
+        ones, subs = [size[c] for c in lonely], subs + [lonely]
+    return tuple(subs), ones, unique
+
+def _diagonal_shape(s:str, unique:str, shape:tuple) -> tuple:
+    "The shape of operand subscripts `s` (a letter repeated) from that of its diagonal, subscripts `unique`."
+    size = dict(zip(unique, shape))
+    return tuple(size[c] for c in s)
+
 class Einsum(Function):
     "einsum(s_1,...,s_n->o): dx_i = einsum(o,s_k (k != i)->s_i, g, x_k...) (ones for letters only x_i has; diagonals embedded)"
     @staticmethod
@@ -331,7 +390,7 @@ class Einsum(Function):
         ctx.spec = spec
         ctx.save_for_backward(*operands)
         arrays = [t._data for t in operands]
-        res = np.einsum(_einsum_str(ins, out), *arrays, optimize=len(arrays) > 2)
+        res = _einsum(spec, arrays)
         if len(arrays) == 1 and isinstance(res, np.ndarray) and np.may_share_memory(res, arrays[0]):
             return view_of(operands[0], res)
         return res
@@ -343,19 +402,27 @@ class Einsum(Function):
         grads = [None]
         for i, (s, x) in enumerate(zip(ins, xs)):
             if not ctx.needs_input_grad[i + 1]: grads.append(None); continue
-            elsewhere = set(out).union(*(ins[k] for k in range(len(ins)) if k != i))
-            unique = ''.join(dict.fromkeys(s))
-            subs = [out] + [ins[k] for k in range(len(ins)) if k != i]
+            subs, ones, unique = _einsum_grad_recipe(ins, out, i, x.shape)
             args = [g] + [xs[k] for k in range(len(xs)) if k != i]
-            lonely = ''.join(c for c in unique if c not in elsewhere)
-            if lonely:   # letters only x_i has: the gradient is constant along them
-                size = dict(zip(s, x.shape))
-                args.append(Tensor(np.broadcast_to(np.ones((), g.dtype), [size[c] for c in lonely]), _origin=g._origin))
-                subs.append(lonely)
-            gi = Einsum.apply((tuple(subs), unique), *args)
+            if ones is not None: args.append(Tensor(np.broadcast_to(np.ones((), g.dtype), ones), _origin=g._origin))
+            gi = Einsum.apply((subs, unique), *args)
             if len(unique) < len(s):   # a repeated letter: the gradient lives on the diagonal
-                size = dict(zip(unique, gi.shape))
-                gi = _DiagonalEmbed.apply(gi, s, unique, tuple(size[c] for c in s))
+                gi = _DiagonalEmbed.apply(gi, s, unique, _diagonal_shape(s, unique, gi.shape))
+            grads.append(gi)
+        return tuple(grads)
+
+    @staticmethod
+    def backward_numpy(ctx, g):
+        ins, out = ctx.spec
+        xs = [t._data for t in ctx.saved_tensors]
+        grads = [None]
+        for i, (s, x) in enumerate(zip(ins, xs)):
+            if not ctx.needs_input_grad[i + 1]: grads.append(None); continue
+            subs, ones, unique = _einsum_grad_recipe(ins, out, i, x.shape)
+            args = [g] + [xs[k] for k in range(len(xs)) if k != i]
+            if ones is not None: args.append(np.broadcast_to(np.ones((), g.dtype), ones))
+            gi = _einsum((subs, unique), args)
+            if len(unique) < len(s): gi = _diagonal_embed(gi, s, unique, _diagonal_shape(s, unique, gi.shape))
             grads.append(gi)
         return tuple(grads)
 
@@ -368,16 +435,22 @@ class Einsum(Function):
             out = term if out is None else Add.apply(out, term)
         return out
 
+def _diagonal_embed(g:np.ndarray, s:str, u:str, shape:tuple) -> np.ndarray:
+    "Zeros of `shape` with g on the diagonal that einsum(s->u) reads."
+    z = np.zeros(shape, dtype=g.dtype)
+    np.einsum(f"{s}->{u}", z)[...] = g   # einsum returns a writeable view of the diagonal
+    return z
+
 class _DiagonalEmbed(Function):
     "diagonal_embed(g, s, u): zeros with g on the diagonal that s (letters repeated) -> u reads; dg = einsum(s->u, gg)"
     @staticmethod
     def forward(ctx, g, s, u, shape):
         ctx.s, ctx.u, ctx.shape = s, u, shape
-        z = np.zeros(shape, dtype=g._data.dtype)
-        np.einsum(f"{s}->{u}", z)[...] = g._data   # einsum returns a writeable view of the diagonal
-        return z
+        return _diagonal_embed(g._data, s, u, shape)
     @staticmethod
     def backward(ctx, gg): return Einsum.apply(((ctx.s,), ctx.u), gg), None, None, None
+    @staticmethod
+    def backward_numpy(ctx, gg): return _einsum(((ctx.s,), ctx.u), [gg]), None, None, None
     @staticmethod
     def jvp(ctx, t, s, u, shape): return _DiagonalEmbed.apply(t, ctx.s, ctx.u, ctx.shape)
 
@@ -406,6 +479,12 @@ class Cross(Function):
         a, b = ctx.saved_tensors
         need_a, need_b = ctx.needs_input_grad[:2]
         return (Cross.apply(b, g, ctx.dim) if need_a else None), (Cross.apply(g, a, ctx.dim) if need_b else None), None
+    @staticmethod
+    def backward_numpy(ctx, g):
+        a, b = ctx.saved_tensors
+        need_a, need_b = ctx.needs_input_grad[:2]
+        return (np.cross(b._data, g, axis=ctx.dim) if need_a else None,
+                np.cross(g, a._data, axis=ctx.dim) if need_b else None, None)
     sparse_tangents = True
     @staticmethod
     def jvp(ctx, ta, tb, _):
@@ -533,6 +612,11 @@ class Inverse(Function):
         yT = _MatrixTranspose.apply(y)
         return MatMul.apply(MatMul.apply(yT, g), yT) * -1.0
     @staticmethod
+    def backward_numpy(ctx, g):
+        y, = ctx.saved_tensors
+        yT = np.swapaxes(y._data, -1, -2)
+        return np.matmul(np.matmul(yT, g), yT) * -1.0
+    @staticmethod
     def jvp(ctx, t):
         y, = ctx.saved_tensors
         return MatMul.apply(MatMul.apply(y, t), y) * -1.0
@@ -561,11 +645,16 @@ class Det(Function):
         scale = _Reshape.apply(g * y, g.shape + (1, 1))
         try: return scale * _MatrixTranspose.apply(Inverse.apply(x))   # the cofactor matrix, det(x) x^{-T}
         except LinAlgError:
-            if not _plain_backward():
-                raise LinAlgError(f"det: the second derivative at a singular matrix is not implemented in MyTorch (its "
-                                  f"first derivative, the cofactor matrix, is; PyTorch differentiates it through an "
-                                  f"SVD). The matrix of shape {x.shape} was made at {x.origin}.") from None
-        return _Reshape.apply(g, g.shape + (1, 1)) * Tensor(_cofactors_svd(x._data))   # singular: from an SVD
+            if _plain_backward(): return Tensor(Det.backward_numpy(ctx, g._data))   # a caller that records nothing
+            raise LinAlgError(f"det: the second derivative at a singular matrix is not implemented in MyTorch (its "
+                              f"first derivative, the cofactor matrix, is; PyTorch differentiates it through an "
+                              f"SVD). The matrix of shape {x.shape} was made at {x.origin}.") from None
+    @staticmethod
+    def backward_numpy(ctx, g):
+        x, y = ctx.saved_tensors
+        scale = (g * y._data).reshape(g.shape + (1, 1))
+        try: return scale * np.swapaxes(_invert(x), -1, -2)
+        except LinAlgError: return g.reshape(g.shape + (1, 1)) * _cofactors_svd(x._data)   # singular: from an SVD
     @staticmethod
     def jvp(ctx, t):
         x, y = ctx.saved_tensors   # d det = det(x) tr(x^{-1} dx)
@@ -622,6 +711,13 @@ class Softmax(Function):
         return s * (g + dot * -1.0), None
 
     @staticmethod
+    def backward_numpy(ctx, g):
+        s, = ctx.saved_tensors
+        S = s._data
+        dot = _sum_to(g * S, _kept(S.shape, ctx.axis))
+        return S * (g + dot * -1.0), None
+
+    @staticmethod
     def jvp(ctx, t, axis):
         s, = ctx.saved_tensors
         return s * (t + (t * s).sum_to_size(_kept(s.shape, ctx.axis)) * -1.0)
@@ -640,10 +736,15 @@ class LogSoftmax(Function):
 
     @staticmethod
     def backward(ctx, g):
+        if _plain_backward(): return Tensor(LogSoftmax.backward_numpy(ctx, g._data)[0]), None   # a caller that records nothing
         y, = ctx.saved_tensors   # the output, linked to this node by the engine
-        # exp(y) is softmax(x); while recording, softmax(y) gives the same numbers as a function in the graph
-        s = Tensor(np.exp(y._data)) if _plain_backward() else Softmax.apply(y, ctx.axis)
+        s = Softmax.apply(y, ctx.axis)   # softmax(x) as a function of y in the graph: the numbers of exp(y), within rounding
         return g + s * g.sum_to_size(_kept(g.shape, ctx.axis)) * -1.0, None
+
+    @staticmethod
+    def backward_numpy(ctx, g):
+        y, = ctx.saved_tensors
+        return g + np.exp(y._data) * _sum_to(g, _kept(g.shape, ctx.axis)) * -1.0, None   # exp(y) is softmax(x)
 
     @staticmethod
     def jvp(ctx, t, axis):
