@@ -19,7 +19,6 @@ from collections import namedtuple
 import numpy as np
 from .engine import *
 from .scalar import DomainError, patch
-from .engine import _plain_backward
 from .elementwise import Sub, Div, Exp, _math, _quiet, _divide, _sign, _has_zero, _where_number
 
 # %% ../nbs/13_reductions.ipynb #a83bc3c5
@@ -69,6 +68,8 @@ class _Reshape(Function):
     @staticmethod
     def backward(ctx, g): return _Reshape.apply(g, ctx.in_shape), None
     @staticmethod
+    def backward_numpy(ctx, g): return g.reshape(ctx.in_shape), None
+    @staticmethod
     def jvp(ctx, t, _): return _Reshape.apply(t, ctx.shape)
 
 def _keep(g, shape, dims, keepdim):
@@ -76,6 +77,12 @@ def _keep(g, shape, dims, keepdim):
     if keepdim: return g
     kept = _kept_shape(shape, dims)
     return g if g.shape == kept else _Reshape.apply(g, kept)
+
+def _keep_array(g:np.ndarray, shape, dims, keepdim) -> np.ndarray:
+    "`_keep` on arrays, for the backward pass that records nothing: a view of `g` with the reduced dims as size 1."
+    if keepdim: return g
+    kept = _kept_shape(shape, dims)
+    return g if g.shape == kept else g.reshape(kept)
 
 def _unreduce(g, shape, dims, keepdim):
     "A reduction's output gradient `g` copied back over every slice: expand(g) to the input `shape`."
@@ -92,6 +99,8 @@ class _Cast(Function):
     @staticmethod
     def backward(ctx, g):
         return (_Cast.apply(g, ctx.in_dtype) if ctx.in_dtype.kind == 'f' else None), None
+    @staticmethod
+    def backward_numpy(ctx, g): return (g.astype(ctx.in_dtype) if ctx.in_dtype.kind == 'f' else None), None
     @staticmethod
     def jvp(ctx, t, _): return _Cast.apply(t, ctx.dtype) if ctx.dtype.kind == 'f' else None
 
@@ -116,6 +125,10 @@ class Sum(Function):
         return _sum(x._data, axis=dims, keepdims=keepdim, dtype=_accumulator(x))
     @staticmethod
     def backward(ctx, g): return _unreduce(g, ctx.in_shape, ctx.dims, ctx.keepdim), None, None
+    @staticmethod
+    def backward_numpy(ctx, g):   # a view of g: reshaped, then broadcast over each slice
+        g = _keep_array(g, ctx.in_shape, ctx.dims, ctx.keepdim)
+        return (g if g.shape == ctx.in_shape else np.broadcast_to(g, ctx.in_shape)), None, None
     linear = True
 
 def sum(input:Tensor, # the tensor to reduce
@@ -136,14 +149,22 @@ class Mean(Function):
     @staticmethod
     def forward(ctx, x, dims, keepdim):
         ctx.in_shape, ctx.dims, ctx.keepdim = x.shape, dims, keepdim
-        if x._data.size == 0:   # 0/0 = nan for each output, if any (mean() lets it through only under 'nan')
-            return np.full_like(np.sum(x._data, axis=dims, keepdims=keepdim), np.nan)
-        return _mean(x._data, axis=dims, keepdims=keepdim)
+        return _mean_of(x._data, dims, keepdim)
     @staticmethod
     def backward(ctx, g):
         n = builtins.max(_count(ctx.in_shape, ctx.dims), 1)   # n = 0 only when there are no outputs either
         return _unreduce(g, ctx.in_shape, ctx.dims, ctx.keepdim) * (1.0 / n), None, None
+    @staticmethod
+    def backward_numpy(ctx, g):   # each output's g / n once, then broadcast: the same products, fewer of them
+        n = builtins.max(_count(ctx.in_shape, ctx.dims), 1)
+        g = _keep_array(g, ctx.in_shape, ctx.dims, ctx.keepdim) * np.asarray(1.0 / n, g.dtype)
+        return (g if g.shape == ctx.in_shape else np.broadcast_to(g, ctx.in_shape)), None, None
     linear = True
+
+def _mean_of(a:np.ndarray, dims:tuple, keepdim:bool) -> np.ndarray:
+    "np.mean over `dims`, and nan for each output (if any) of an empty array: 0/0, without NumPy's 'Mean of empty slice'."
+    if a.size == 0: return np.full_like(np.sum(a, axis=dims, keepdims=keepdim), np.nan)
+    return _mean(a, axis=dims, keepdims=keepdim)
 
 def _need_float(x, op, fix):
     if x._data.dtype.kind not in 'fc':
@@ -207,20 +228,30 @@ def _products_of_others(x:np.ndarray, dirs:list) -> np.ndarray:
                 acc[S, ..., j] = c
     return builtins.sum(before[S] * after[full ^ S] for S in range(full + 1))
 
+def _prod_others(a:np.ndarray, dims:tuple, dirs=()) -> np.ndarray:
+    "ProdOthers' forward on arrays: the products of the others over `dims`, with dual directions `dirs`."
+    return _from_last(_products_of_others(_to_last(a, dims), [_to_last(d, dims) for d in dirs]), a.shape, dims)
+
 class ProdOthers(Function):
     "prod_others(x, dims, *d): dx = prod_others(x, dims, *d, g); dd_e = prod_others(x, dims, *d with d_e := g)"
     @staticmethod
     def forward(ctx, x, dims, *dirs):
         ctx.dims = dims
         ctx.save_for_backward(x, *dirs)
-        r = _products_of_others(_to_last(x._data, dims), [_to_last(d._data, dims) for d in dirs])
-        return _from_last(r, x.shape, dims)
+        return _prod_others(x._data, dims, [d._data for d in dirs])
     @staticmethod
     def backward(ctx, g):
         x, *dirs = ctx.saved_tensors
         need, dims = ctx.needs_input_grad, ctx.dims
         gx = ProdOthers.apply(x, dims, *dirs, g) if need[0] else None
         gd = [ProdOthers.apply(x, dims, *dirs[:e], g, *dirs[e + 1:]) if need[2 + e] else None for e in range(len(dirs))]
+        return (gx, None, *gd)
+    @staticmethod
+    def backward_numpy(ctx, g):
+        x, *dirs = ctx.saved_tensors
+        need, dims, a, ds = ctx.needs_input_grad, ctx.dims, x._data, [d._data for d in dirs]
+        gx = _prod_others(a, dims, ds + [g]) if need[0] else None
+        gd = [_prod_others(a, dims, ds[:e] + [g] + ds[e + 1:]) if need[2 + e] else None for e in range(len(ds))]
         return (gx, None, *gd)
     @staticmethod
     def jvp(ctx, tx, _, *tdirs):
@@ -241,6 +272,10 @@ class Prod(Function):
     def backward(ctx, g):
         x, = ctx.saved_tensors
         return _keep(g, x.shape, ctx.dims, ctx.keepdim) * ProdOthers.apply(x, ctx.dims), None, None
+    @staticmethod
+    def backward_numpy(ctx, g):
+        x, = ctx.saved_tensors
+        return _keep_array(g, x.shape, ctx.dims, ctx.keepdim) * _prod_others(x._data, ctx.dims), None, None
     @staticmethod
     def jvp(ctx, t, _, __):
         x, = ctx.saved_tensors
@@ -297,6 +332,11 @@ def _select_backward(ctx, g):
     if ctx.in_shape == (): return g
     return _keep(g, ctx.in_shape, (ctx.dim,), ctx.keepdim) * Tensor(_select_mask(ctx), _origin=g._origin)
 
+def _select_backward_numpy(ctx, g):
+    "`_select_backward` on arrays."
+    if ctx.in_shape == (): return g
+    return _keep_array(g, ctx.in_shape, (ctx.dim,), ctx.keepdim) * _select_mask(ctx)
+
 def _select_jvp(ctx, t):
     "The tangents of a (values, indices) reduction: t at the returned index, and none for the indices."
     if ctx.in_shape == (): return t, None
@@ -309,6 +349,8 @@ class MaxDim(Function):
     @staticmethod
     def backward(ctx, g, g_indices): return _select_backward(ctx, g), None, None
     @staticmethod
+    def backward_numpy(ctx, g, g_indices): return _select_backward_numpy(ctx, g), None, None
+    @staticmethod
     def jvp(ctx, t, _, __): return _select_jvp(ctx, t)
 
 class MinDim(Function):
@@ -317,6 +359,8 @@ class MinDim(Function):
     def forward(ctx, x, dim, keepdim): return _select_forward(ctx, x, dim, keepdim, np.argmin)
     @staticmethod
     def backward(ctx, g, g_indices): return _select_backward(ctx, g), None, None
+    @staticmethod
+    def backward_numpy(ctx, g, g_indices): return _select_backward_numpy(ctx, g), None, None
     @staticmethod
     def jvp(ctx, t, _, __): return _select_jvp(ctx, t)
 
@@ -338,6 +382,11 @@ def _even_share(ctx, g):
     x, = ctx.saved_tensors
     return _keep(g, x.shape, ctx.dims, ctx.keepdim) * Tensor(_even_mask(ctx), _origin=g._origin)
 
+def _even_share_numpy(ctx, g):
+    "`_even_share` on arrays."
+    x, = ctx.saved_tensors
+    return _keep_array(g, x.shape, ctx.dims, ctx.keepdim) * _even_mask(ctx)
+
 def _masked_sum(ctx, t, mask:np.ndarray):
     "The tangent of a reduction whose local derivative is the constant `mask`: sum(t * mask) over the slice."
     return Sum.apply(t * Tensor(mask, _origin=t._origin), ctx.dims, ctx.keepdim)
@@ -349,6 +398,8 @@ class Amax(Function):
     @staticmethod
     def backward(ctx, g): return _even_share(ctx, g), None, None
     @staticmethod
+    def backward_numpy(ctx, g): return _even_share_numpy(ctx, g), None, None
+    @staticmethod
     def jvp(ctx, t, _, __): return _masked_sum(ctx, t, _even_mask(ctx))
 
 class Amin(Function):
@@ -357,6 +408,8 @@ class Amin(Function):
     def forward(ctx, x, dims, keepdim): return _extreme_forward(ctx, x, dims, keepdim, np.amin)
     @staticmethod
     def backward(ctx, g): return _even_share(ctx, g), None, None
+    @staticmethod
+    def backward_numpy(ctx, g): return _even_share_numpy(ctx, g), None, None
     @staticmethod
     def jvp(ctx, t, _, __): return _masked_sum(ctx, t, _even_mask(ctx))
 
@@ -496,6 +549,8 @@ class _TakeAlong(Function):
         return np.take_along_axis(x._data, idx, axis=dim)
     @staticmethod
     def backward(ctx, g): return _PutAlong.apply(g, ctx.idx, ctx.dim, ctx.shape), None, None
+    @staticmethod
+    def backward_numpy(ctx, g): return _put_along(g, ctx.idx, ctx.dim, ctx.shape), None, None
 
 class _PutAlong(Function):
     "put_along(x, idx, dim, shape): dx = take_along(g, idx, dim)"
@@ -503,11 +558,17 @@ class _PutAlong(Function):
     @staticmethod
     def forward(ctx, x, idx, dim, shape):
         ctx.idx, ctx.dim = idx, dim
-        out = np.zeros(shape, dtype=x._data.dtype)
-        np.put_along_axis(out, idx, x._data, axis=dim)   # the indices of a sort are distinct along dim
-        return out
+        return _put_along(x._data, idx, dim, shape)
     @staticmethod
     def backward(ctx, g): return _TakeAlong.apply(g, ctx.idx, ctx.dim), None, None, None
+    @staticmethod
+    def backward_numpy(ctx, g): return np.take_along_axis(g, ctx.idx, axis=ctx.dim), None, None, None
+
+def _put_along(a:np.ndarray, idx:np.ndarray, dim:int, shape:tuple) -> np.ndarray:
+    "Zeros of `shape` with `a` put at `idx` along `dim` (the indices of a sort are distinct along dim)."
+    out = np.zeros(shape, dtype=a.dtype)
+    np.put_along_axis(out, idx, a, axis=dim)
+    return out
 
 def _order(d:np.ndarray, dim:int, descending:bool) -> np.ndarray:
     "Stable argsort along dim; nan last ascending and first descending, as PyTorch orders them."
@@ -560,6 +621,12 @@ class _Reciprocal(Function):
         r = _Reciprocal.apply(x)
         return g * r * r * -1.0
     @staticmethod
+    def backward_numpy(ctx, g):
+        x, = ctx.saved_tensors
+        r = np.divide(1.0, x._data)
+        t = g * r * r
+        return t * np.asarray(-1.0, t.dtype)
+    @staticmethod
     def jvp(ctx, t):
         x, = ctx.saved_tensors
         r = _Reciprocal.apply(x)
@@ -571,17 +638,32 @@ def _safe_reciprocal(t, zero:np.ndarray):
     z = zero.astype(t.dtype)
     return _Reciprocal.apply(t + Tensor(z, _origin=t._origin)) * Tensor(1.0 - z, _origin=t._origin)
 
+def _safe_reciprocal_array(s:np.ndarray, zero:np.ndarray) -> np.ndarray:
+    "`_safe_reciprocal` on arrays: the same operations in the same order."
+    if not zero.any(): return np.divide(1.0, s)
+    z = zero.astype(s.dtype)
+    return np.divide(1.0, s + z) * (1.0 - z)
+
 def _dof(shape, dims, correction):
     "n - correction, the divisor of var and std; <= 0 only under the 'nan' policy (var() and std() refuse it otherwise)."
     return _count(shape, dims) - correction
 
 def _by_zero(t):
     "t / 0, PyTorch's division by max(0, n - correction): inf where t != 0, nan where t = 0 (a quiet Div under 'nan')."
+    if t._data.size == 0: return t   # nothing to divide: the 'raise' policy lets a var of empty slices through empty
     return Div.apply(t, Tensor(np.zeros((), t._data.dtype), _origin=t._origin))
 
 def _deviation(x, dims):
     "x minus its slice's mean (kept dims), one Sub node: an inf in the slice gives inf - inf = nan, quietly."
     return Sub.apply(x, Mean.apply(x, dims, True))
+
+def _deviation_array(a:np.ndarray, dims:tuple) -> np.ndarray:
+    "`_deviation` on arrays: a minus its slice's mean, as Mean and Sub compute them."
+    return a - _mean_of(a, dims, True)
+
+def _by_zero_array(t:np.ndarray) -> np.ndarray:
+    "`_by_zero` on arrays: t / 0."
+    return np.divide(t, np.zeros((), t.dtype))
 
 @np.errstate(divide='ignore', over='ignore', invalid='ignore')   # inf - inf in a - mean; the / 0 below
 def _variance(a:np.ndarray, dims:tuple, correction, keepdims:bool=True) -> np.ndarray:
@@ -612,6 +694,13 @@ class Var(Function):
         g, dev = _keep(g, x.shape, dims, ctx.keepdim), _deviation(x, dims)
         return (g * (2.0 / d) * dev if d > 0 else _by_zero(g * 2.0 * dev)), None, None, None
     @staticmethod
+    def backward_numpy(ctx, g):
+        x, = ctx.saved_tensors
+        dims, d = ctx.dims, _dof(x.shape, ctx.dims, ctx.correction)
+        g, dev = _keep_array(g, x.shape, dims, ctx.keepdim), _deviation_array(x._data, dims)
+        if d > 0: return g * np.asarray(2.0 / d, g.dtype) * dev, None, None, None
+        return _by_zero_array(g * np.asarray(2.0, g.dtype) * dev), None, None, None
+    @staticmethod
     def jvp(ctx, t, *_):
         x, = ctx.saved_tensors
         d = _dof(x.shape, ctx.dims, ctx.correction)
@@ -633,6 +722,15 @@ class Std(Function):
         per_slice = _keep(g, x.shape, dims, ctx.keepdim) * _safe_reciprocal(s, ctx.out_kept == 0)
         d, dev = _dof(x.shape, dims, ctx.correction), _deviation(x, dims)
         return (per_slice * (1.0 / d) * dev if d > 0 else _by_zero(per_slice * dev)), None, None, None
+    @staticmethod
+    def backward_numpy(ctx, g):
+        x, s = ctx.saved_tensors
+        dims = ctx.dims
+        s = _keep_array(s._data, x.shape, dims, ctx.keepdim)
+        per_slice = _keep_array(g, x.shape, dims, ctx.keepdim) * _safe_reciprocal_array(s, ctx.out_kept == 0)
+        d, dev = _dof(x.shape, dims, ctx.correction), _deviation_array(x._data, dims)
+        if d > 0: return per_slice * np.asarray(1.0 / d, per_slice.dtype) * dev, None, None, None
+        return _by_zero_array(per_slice * dev), None, None, None
     @staticmethod
     def jvp(ctx, t, *_):
         x, s = ctx.saved_tensors
@@ -704,6 +802,11 @@ class LogSumExp(Function):
         lse = _keep(lse, x.shape, ctx.dims, ctx.keepdim)
         return _keep(g, x.shape, ctx.dims, ctx.keepdim) * Exp.apply(Sub.apply(x, lse)), None, None
     @staticmethod
+    def backward_numpy(ctx, g):   # g * softmax(x), as Exp and Sub compute it
+        x, lse = ctx.saved_tensors
+        lse = _keep_array(lse._data, x.shape, ctx.dims, ctx.keepdim)
+        return _keep_array(g, x.shape, ctx.dims, ctx.keepdim) * np.exp(x._data - lse), None, None
+    @staticmethod
     def jvp(ctx, t, _, __):
         x, lse = ctx.saved_tensors
         lse = _keep(lse, x.shape, ctx.dims, ctx.keepdim)
@@ -744,6 +847,11 @@ class Norm2(Function):
         n = _keep(n, x.shape, ctx.dims, ctx.keepdim)
         return x * (_keep(g, x.shape, ctx.dims, ctx.keepdim) * _safe_reciprocal(n, ctx.out_kept == 0)), None, None
     @staticmethod
+    def backward_numpy(ctx, g):
+        x, n = ctx.saved_tensors
+        n = _keep_array(n._data, x.shape, ctx.dims, ctx.keepdim)
+        return x._data * (_keep_array(g, x.shape, ctx.dims, ctx.keepdim) * _safe_reciprocal_array(n, ctx.out_kept == 0)), None, None
+    @staticmethod
     def jvp(ctx, t, _, __):
         x, n = ctx.saved_tensors
         n = _keep(n, x.shape, ctx.dims, ctx.keepdim)
@@ -761,6 +869,10 @@ class Norm1(Function):
         x, = ctx.saved_tensors
         return _keep(g, x.shape, ctx.dims, ctx.keepdim) * Tensor(_sign(x._data), _origin=g._origin), None, None
     @staticmethod
+    def backward_numpy(ctx, g):
+        x, = ctx.saved_tensors
+        return _keep_array(g, x.shape, ctx.dims, ctx.keepdim) * _sign(x._data), None, None
+    @staticmethod
     def jvp(ctx, t, _, __): return _masked_sum(ctx, t, _sign(ctx.saved_tensors[0]._data))
 
 class NormInf(Function):
@@ -775,6 +887,10 @@ class NormInf(Function):
     def backward(ctx, g):
         x, = ctx.saved_tensors
         return _keep(g, x.shape, ctx.dims, ctx.keepdim) * Tensor(_norm_inf_mask(ctx), _origin=g._origin), None, None, None
+    @staticmethod
+    def backward_numpy(ctx, g):
+        x, = ctx.saved_tensors
+        return _keep_array(g, x.shape, ctx.dims, ctx.keepdim) * _norm_inf_mask(ctx), None, None, None
     @staticmethod
     def jvp(ctx, t, *_): return _masked_sum(ctx, t, _norm_inf_mask(ctx))
 
@@ -826,7 +942,15 @@ class Cumsum(Function):
     @staticmethod
     def backward(ctx, g): return ReverseCumsum.apply(g, ctx.dim), None
     @staticmethod
+    def backward_numpy(ctx, g): return (_reverse_cumsum_array(g, ctx.dim) if g.ndim else g), None
+    @staticmethod
     def jvp(ctx, t, _): return Cumsum.apply(t, ctx.dim)
+
+def _reverse_cumsum_array(a:np.ndarray, dim:int) -> np.ndarray:
+    "The cumulative sum along `dim` from the far end: cumsum of the flipped array, written flipped into a new one."
+    out = np.empty(a.shape, a.dtype)
+    np.cumsum(np.flip(a, dim), axis=dim, out=np.flip(out, dim))
+    return out
 
 class ReverseCumsum(Function):
     "reverse_cumsum(x, dim): dx = cumsum(g, dim)"
@@ -834,9 +958,11 @@ class ReverseCumsum(Function):
     def forward(ctx, x, dim):
         ctx.dim = dim
         a = x._data
-        return np.flip(np.cumsum(np.flip(a, dim), axis=dim), dim) if a.ndim else a.copy()
+        return _reverse_cumsum_array(a, dim) if a.ndim else a.copy()
     @staticmethod
     def backward(ctx, g): return Cumsum.apply(g, ctx.dim), None
+    @staticmethod
+    def backward_numpy(ctx, g): return (np.cumsum(g, axis=ctx.dim) if g.ndim else g), None
     @staticmethod
     def jvp(ctx, t, _): return ReverseCumsum.apply(t, ctx.dim)
 
@@ -850,18 +976,15 @@ def cumsum(input:Tensor, # the tensor to accumulate
 Tensor.cumsum = cumsum
 
 # %% ../nbs/13_reductions.ipynb #44ddb680
-def _reverse_cumsum(v:np.ndarray, dim:int) -> np.ndarray:
-    return np.flip(np.cumsum(np.flip(v, dim), axis=dim), dim)
-
 @np.errstate(over='ignore', invalid='ignore')   # g * y overflowing, as PyTorch's does, quietly
 def _cumprod_grad_first_zero(a:np.ndarray, y:np.ndarray, g:np.ndarray, dim:int) -> np.ndarray:
     "The gradient of cumprod along `dim` on arrays, O(n) and exact with zeros: the first-zero rule (not differentiable again)."
     zeros_so_far = np.cumsum(a == 0, axis=dim)
     before = zeros_so_far == 0                      # i < z (the whole slice if it has no zero)
     first = (zeros_so_far == 1) & (a == 0)          # i = z
-    out = np.where(before, _reverse_cumsum(g * y, dim) / np.where(before, a, 1), 0)
+    out = np.where(before, _reverse_cumsum_array(g * y, dim) / np.where(before, a, 1), 0)
     y_skip = np.cumprod(np.where(first, 1, a), axis=dim)   # y with x_z replaced by 1
-    return np.where(first, _reverse_cumsum(g * y_skip, dim), out)
+    return np.where(first, _reverse_cumsum_array(g * y_skip, dim), out)
 
 def _prefix_products_of_others(x:Tensor, dim:int) -> Tensor:
     "M[..., k, i, ...] = prod_{j <= k, j != i} x_j for i <= k, else 0, with k a new dim before `dim` (Tensor ops, O(n^2))."
@@ -886,9 +1009,15 @@ class Cumprod(Function):
         dim = ctx.dim
         if x.ndim == 0: return g, None
         if not _has_zero(x._data): return Div.apply(ReverseCumsum.apply(g * y, dim), x), None
-        if _plain_backward(): return Tensor(_cumprod_grad_first_zero(x._data, y._data, g._data, dim)), None
         g_k = _Reshape.apply(g, x.shape[:dim + 1] + (1,) + x.shape[dim + 1:])   # g_k against every i
         return Sum.apply(g_k * _prefix_products_of_others(x, dim), (dim,), False), None
+    @staticmethod
+    def backward_numpy(ctx, g):   # with zeros, the first-zero rule: O(n), but not differentiable again
+        x, y = ctx.saved_tensors
+        a, dim = x._data, ctx.dim
+        if a.ndim == 0: return g, None
+        if not _has_zero(a): return np.divide(_reverse_cumsum_array(g * y._data, dim), a), None
+        return _cumprod_grad_first_zero(a, y._data, g, dim), None
     @staticmethod
     def jvp(ctx, t, _):
         x, y = ctx.saved_tensors
@@ -959,6 +1088,8 @@ class Kthvalue(Function):
     @staticmethod
     def backward(ctx, g, g_indices): return _select_backward(ctx, g), None, None, None
     @staticmethod
+    def backward_numpy(ctx, g, g_indices): return _select_backward_numpy(ctx, g), None, None, None
+    @staticmethod
     def jvp(ctx, t, *_): return _select_jvp(ctx, t)
 
 class MedianDim(Function):
@@ -968,6 +1099,8 @@ class MedianDim(Function):
     @staticmethod
     def backward(ctx, g, g_indices): return _select_backward(ctx, g), None, None
     @staticmethod
+    def backward_numpy(ctx, g, g_indices): return _select_backward_numpy(ctx, g), None, None
+    @staticmethod
     def jvp(ctx, t, *_): return _select_jvp(ctx, t)
 
 class Mode(Function):
@@ -976,6 +1109,8 @@ class Mode(Function):
     def forward(ctx, x, dim, keepdim): return _select_forward(ctx, x, dim, keepdim, _mode_pick)
     @staticmethod
     def backward(ctx, g, g_indices): return _select_backward(ctx, g), None, None
+    @staticmethod
+    def backward_numpy(ctx, g, g_indices): return _select_backward_numpy(ctx, g), None, None
     @staticmethod
     def jvp(ctx, t, *_): return _select_jvp(ctx, t)
 
@@ -997,6 +1132,10 @@ class Median(Function):
     def backward(ctx, g):
         x, = ctx.saved_tensors
         return g * Tensor(_median_mask(x, ctx.m), _origin=g._origin)
+    @staticmethod
+    def backward_numpy(ctx, g):
+        x, = ctx.saved_tensors
+        return g * _median_mask(x, ctx.m)
     @staticmethod
     def jvp(ctx, t):
         x, = ctx.saved_tensors

@@ -16,6 +16,7 @@ import math
 import warnings
 import numpy as np
 from .engine import *
+from .engine import _sum_to
 from .elementwise import _inplace   # chapter 12's in-place contract, for triu_ and tril_
 from .scalar import patch
 
@@ -93,6 +94,8 @@ class Reshape(Function):
     @staticmethod
     def backward(ctx, g): return Reshape.apply(g, ctx.in_shape), None
     @staticmethod
+    def backward_numpy(ctx, g): return g.reshape(ctx.in_shape), None   # a view of g when one exists, as Reshape's forward
+    @staticmethod
     def jvp(ctx, t, _): return Reshape.apply(t, ctx.shape)
 
 class View(Function):
@@ -110,6 +113,8 @@ class View(Function):
                 f"or .contiguous().view(...).") from None
     @staticmethod
     def backward(ctx, g): return Reshape.apply(g, ctx.in_shape), None
+    @staticmethod
+    def backward_numpy(ctx, g): return g.reshape(ctx.in_shape), None   # a view of g when one exists, as Reshape's forward
     @staticmethod
     def jvp(ctx, t, _): return Reshape.apply(t, ctx.shape)
 
@@ -174,6 +179,8 @@ class Permute(Function):
         inv = [0] * len(ctx.dims)
         for i, d in enumerate(ctx.dims): inv[d] = i
         return Permute.apply(g, tuple(inv)), None
+    @staticmethod
+    def backward_numpy(ctx, g): return g.transpose(np.argsort(ctx.dims)), None   # a view of g
     @staticmethod
     def jvp(ctx, t, _): return Permute.apply(t, ctx.dims)
 
@@ -293,17 +300,30 @@ def reshape_as(self:Tensor, other:Tensor) -> Tensor:
     return self.reshape(_shape_of(other, 'reshape_as'))
 
 # %% ../nbs/14_shape.ipynb #9f530700
+def _crop(a:np.ndarray, widths:tuple) -> np.ndarray:
+    "The part of `a` that the negative parts of `widths` leave (a view)."
+    return a[tuple(slice(max(-b, 0), n - max(-e, 0)) for (b, e), n in zip(widths, a.shape))]
+
+def _pad_array(a:np.ndarray, widths:tuple, value) -> np.ndarray:
+    "A new array: `a` cropped by the negative widths and surrounded by `value` as wide as the positive ones."
+    src = _crop(a, widths)
+    out = np.full(tuple(n + max(b, 0) + max(e, 0) for n, (b, e) in zip(src.shape, widths)), value, dtype=a.dtype)
+    out[tuple(slice(max(b, 0), max(b, 0) + n) for n, (b, e) in zip(src.shape, widths))] = src
+    return out
+
 class Pad(Function):
     "pad(x, widths, value): dx = pad(g, -widths, 0)"
     @staticmethod
     def forward(ctx, x, widths, value):
-        ctx.widths, a = widths, x._data
-        src = a[tuple(slice(max(-b, 0), n - max(-e, 0)) for (b, e), n in zip(widths, a.shape))]
-        out = np.full(tuple(n + max(b, 0) + max(e, 0) for n, (b, e) in zip(src.shape, widths)), value, dtype=a.dtype)
-        out[tuple(slice(max(b, 0), max(b, 0) + n) for n, (b, e) in zip(src.shape, widths))] = src
-        return out
+        ctx.widths = widths
+        return _pad_array(x._data, widths, value)
     @staticmethod
     def backward(ctx, g): return Pad.apply(g, tuple((-b, -e) for b, e in ctx.widths), 0), None, None
+    @staticmethod
+    def backward_numpy(ctx, g):
+        widths = tuple((-b, -e) for b, e in ctx.widths)
+        if all(b <= 0 and e <= 0 for b, e in widths): return _crop(g, widths), None, None   # only cropping: a view of g
+        return _pad_array(g, widths, 0), None, None
     @staticmethod
     def jvp(ctx, t, _, __): return Pad.apply(t, ctx.widths, 0)
 
@@ -316,6 +336,8 @@ class Narrow(Function):
         return view_of(x, x._data[(slice(None),) * dim + (slice(start, start + length),)])
     @staticmethod
     def backward(ctx, g): return Pad.apply(g, ctx.widths, 0), None, None, None
+    @staticmethod
+    def backward_numpy(ctx, g): return _pad_array(g, ctx.widths, 0), None, None, None
     @staticmethod
     def jvp(ctx, t, *_): return Narrow.apply(t, *ctx.window)
 
@@ -372,20 +394,28 @@ class Cat(Function):
     @staticmethod
     def backward(ctx, g): return (None,) + Split.apply(g, ctx.dim, ctx.sizes)
     @staticmethod
+    def backward_numpy(ctx, g): return (None,) + _pieces(g, ctx.dim, ctx.sizes)
+    @staticmethod
     def jvp(ctx, _, *ts): return Cat.apply(ctx.dim, *ts)
+
+def _pieces(a:np.ndarray, dim:int, sizes:tuple) -> tuple:
+    "Consecutive pieces of `a` along `dim`, of the given sizes (views)."
+    lead, o, out = (slice(None),) * dim, 0, []
+    for n in sizes:
+        out.append(a[lead + (slice(o, o + n),)])
+        o += n
+    return tuple(out)
 
 class Split(Function):
     "split(x, dim, sizes): dx = cat(g_1, ..., g_k, dim) (zeros for unused pieces)"
     @staticmethod
     def forward(ctx, x, dim, sizes):
-        ctx.dim, ctx.sizes, a, lead, o = dim, sizes, x._data, (slice(None),) * dim, 0
-        out = []
-        for n in sizes:
-            out.append(view_of(x, a[lead + (slice(o, o + n),)]))
-            o += n
-        return tuple(out)
+        ctx.dim, ctx.sizes = dim, sizes
+        return tuple(view_of(x, p) for p in _pieces(x._data, dim, sizes))
     @staticmethod
     def backward(ctx, *gs): return Cat.apply(ctx.dim, *gs), None, None
+    @staticmethod
+    def backward_numpy(ctx, *gs): return np.concatenate(gs, axis=ctx.dim), None, None
     @staticmethod
     def jvp(ctx, t, _, __): return Split.apply(t, ctx.dim, ctx.sizes)
 
@@ -489,16 +519,25 @@ class Stack(Function):
     @staticmethod
     def backward(ctx, g): return (None,) + Unbind.apply(g, ctx.dim)
     @staticmethod
+    def backward_numpy(ctx, g): return (None,) + _slices(g, ctx.dim)
+    @staticmethod
     def jvp(ctx, _, *ts): return Stack.apply(ctx.dim, *ts)
+
+def _slices(a:np.ndarray, dim:int) -> tuple:
+    "Every slice of `a` along `dim`, without that dim (views)."
+    lead = (slice(None),) * dim
+    return tuple(a[lead + (i, Ellipsis)] for i in range(a.shape[dim]))
 
 class Unbind(Function):
     "unbind(x, dim): dx = stack(g_1, ..., g_n, dim) (zeros for unused slices)"
     @staticmethod
     def forward(ctx, x, dim):
-        ctx.dim, a, lead = dim, x._data, (slice(None),) * dim
-        return tuple(view_of(x, a[lead + (i, Ellipsis)]) for i in range(a.shape[dim]))
+        ctx.dim = dim
+        return tuple(view_of(x, s) for s in _slices(x._data, dim))
     @staticmethod
     def backward(ctx, *gs): return Stack.apply(ctx.dim, *gs), None
+    @staticmethod
+    def backward_numpy(ctx, *gs): return np.stack(gs, axis=ctx.dim), None
     @staticmethod
     def jvp(ctx, t, _): return Unbind.apply(t, ctx.dim)
 
@@ -531,6 +570,8 @@ class Flip(Function):
     @staticmethod
     def backward(ctx, g): return Flip.apply(g, ctx.dims), None
     @staticmethod
+    def backward_numpy(ctx, g): return np.flip(g, ctx.dims), None   # a view of g: only a forward output must not be one
+    @staticmethod
     def jvp(ctx, t, _): return Flip.apply(t, ctx.dims)
 
 class Repeat(Function):
@@ -547,6 +588,12 @@ class Repeat(Function):
         once = tuple(v for n in full for v in (1, n))
         return Reshape.apply(Reshape.apply(g, tiles).sum_to_size(once), ctx.in_shape), None
     @staticmethod
+    def backward_numpy(ctx, g):
+        full = (1,) * (g.ndim - len(ctx.in_shape)) + ctx.in_shape
+        tiles = tuple(v for r, n in zip(ctx.reps, full) for v in (r, n))
+        once = tuple(v for n in full for v in (1, n))
+        return _sum_to(g.reshape(tiles), once).reshape(ctx.in_shape), None
+    @staticmethod
     def jvp(ctx, t, _): return Repeat.apply(t, ctx.reps)
 
 class Triu(Function):
@@ -558,6 +605,8 @@ class Triu(Function):
     @staticmethod
     def backward(ctx, g): return Triu.apply(g, ctx.k), None
     @staticmethod
+    def backward_numpy(ctx, g): return np.triu(g, ctx.k), None
+    @staticmethod
     def jvp(ctx, t, _): return Triu.apply(t, ctx.k)
 
 class Tril(Function):
@@ -568,6 +617,8 @@ class Tril(Function):
         return np.tril(x._data, k)
     @staticmethod
     def backward(ctx, g): return Tril.apply(g, ctx.k), None
+    @staticmethod
+    def backward_numpy(ctx, g): return np.tril(g, ctx.k), None
     @staticmethod
     def jvp(ctx, t, _): return Tril.apply(t, ctx.k)
 
@@ -622,6 +673,12 @@ def _diagonal_view(a:np.ndarray, offset:int, d1:int, d2:int) -> np.ndarray:
     strides = tuple(b.strides[i] for i in rest) + (b.strides[d1] + b.strides[d2],)   # one step along both dims
     return np.lib.stride_tricks.as_strided(b, shape, strides)
 
+def _embed_diagonal(a:np.ndarray, shape:tuple, offset:int, d1:int, d2:int) -> np.ndarray:
+    "Zeros of `shape` with `a` (along its last dim) on diagonal `offset` of dims d1, d2."
+    out = np.zeros(shape, dtype=a.dtype)
+    _diagonal_view(out, offset, d1, d2)[...] = a
+    return out
+
 class Diagonal(Function):
     "diagonal(x, offset, dim1, dim2): dx = diagonal_embed(g, x.shape, offset, dim1, dim2)"
     @staticmethod
@@ -631,6 +688,8 @@ class Diagonal(Function):
     @staticmethod
     def backward(ctx, g): return DiagonalEmbed.apply(g, ctx.shape, *ctx.where), None, None, None
     @staticmethod
+    def backward_numpy(ctx, g): return _embed_diagonal(g, ctx.shape, *ctx.where), None, None, None
+    @staticmethod
     def jvp(ctx, t, *_): return Diagonal.apply(t, *ctx.where)
 
 class DiagonalEmbed(Function):
@@ -638,11 +697,11 @@ class DiagonalEmbed(Function):
     @staticmethod
     def forward(ctx, x, shape, offset, dim1, dim2):
         ctx.shape, ctx.where = shape, (offset, dim1, dim2)
-        out = np.zeros(shape, dtype=x._data.dtype)
-        _diagonal_view(out, offset, dim1, dim2)[...] = x._data
-        return out
+        return _embed_diagonal(x._data, shape, offset, dim1, dim2)
     @staticmethod
     def backward(ctx, g): return Diagonal.apply(g, *ctx.where), None, None, None, None
+    @staticmethod
+    def backward_numpy(ctx, g): return _diagonal_view(g, *ctx.where), None, None, None, None   # a view of g
     @staticmethod
     def jvp(ctx, t, *_): return DiagonalEmbed.apply(t, ctx.shape, *ctx.where)
 
@@ -687,6 +746,15 @@ def trace(input:Tensor) -> Tensor:
 Tensor.diagonal, Tensor.diag_embed, Tensor.diag, Tensor.trace = diagonal, diag_embed, diag, trace   # the functionals are the methods
 
 # %% ../nbs/14_shape.ipynb #16863ec3
+def _segment_sum(a:np.ndarray, repeats:tuple, dim:int) -> np.ndarray:
+    "The sums of consecutive runs of `repeats` entries of `a` along `dim` (0 for an empty run)."
+    reps = np.asarray(repeats, dtype=np.int64)
+    out = np.zeros(a.shape[:dim] + (len(reps),) + a.shape[dim + 1:], dtype=a.dtype)
+    used = reps > 0                            # an empty run sums to 0, and reduceat cannot express one
+    starts = (np.cumsum(reps) - reps)[used]    # strictly increasing once the empty runs are dropped
+    if len(starts): out[(slice(None),) * dim + (used,)] = np.add.reduceat(a, starts, axis=dim)
+    return out
+
 class Roll(Function):
     "roll(x, shifts, dims): dx = roll(g, -shifts, dims)"
     @staticmethod
@@ -695,6 +763,8 @@ class Roll(Function):
         return np.roll(x._data, shifts, dims)
     @staticmethod
     def backward(ctx, g): return Roll.apply(g, tuple(-s for s in ctx.shifts), ctx.dims), None, None
+    @staticmethod
+    def backward_numpy(ctx, g): return np.roll(g, tuple(-s for s in ctx.shifts), ctx.dims), None, None
     @staticmethod
     def jvp(ctx, t, *_): return Roll.apply(t, ctx.shifts, ctx.dims)
 
@@ -707,6 +777,8 @@ class RepeatInterleave(Function):
     @staticmethod
     def backward(ctx, g): return SegmentSum.apply(g, ctx.repeats, ctx.dim), None, None
     @staticmethod
+    def backward_numpy(ctx, g): return _segment_sum(g, ctx.repeats, ctx.dim), None, None
+    @staticmethod
     def jvp(ctx, t, *_): return RepeatInterleave.apply(t, ctx.repeats, ctx.dim)
 
 class SegmentSum(Function):
@@ -714,14 +786,11 @@ class SegmentSum(Function):
     @staticmethod
     def forward(ctx, x, repeats, dim):
         ctx.repeats, ctx.dim = repeats, dim
-        a, reps = x._data, np.asarray(repeats, dtype=np.int64)
-        out = np.zeros(a.shape[:dim] + (len(reps),) + a.shape[dim + 1:], dtype=a.dtype)
-        used = reps > 0                            # an empty run sums to 0, and reduceat cannot express one
-        starts = (np.cumsum(reps) - reps)[used]    # strictly increasing once the empty runs are dropped
-        if len(starts): out[(slice(None),) * dim + (used,)] = np.add.reduceat(a, starts, axis=dim)
-        return out
+        return _segment_sum(x._data, repeats, dim)
     @staticmethod
     def backward(ctx, g): return RepeatInterleave.apply(g, ctx.repeats, ctx.dim), None, None
+    @staticmethod
+    def backward_numpy(ctx, g): return np.repeat(g, ctx.repeats, axis=ctx.dim), None, None
     @staticmethod
     def jvp(ctx, t, *_): return SegmentSum.apply(t, ctx.repeats, ctx.dim)
 
@@ -812,18 +881,31 @@ def repeat_interleave(self:Tensor, repeats, dim=None, *, output_size:int=None) -
     return repeat_interleave(self, repeats, dim, output_size=output_size)
 
 # %% ../nbs/14_shape.ipynb #eb518b40
+def _windows(a:np.ndarray, dim:int, size:int, step:int) -> np.ndarray:
+    "Every window of `size` entries of `a` along `dim`, `step` apart, along a new last dim (a strided view)."
+    count = (a.shape[dim] - size) // step + 1
+    shape = a.shape[:dim] + (count,) + a.shape[dim + 1:] + (size,)
+    strides = a.strides[:dim] + (a.strides[dim] * step,) + a.strides[dim + 1:] + (a.strides[dim],)
+    return np.lib.stride_tricks.as_strided(a, shape, strides)
+
+def _fold_windows(a:np.ndarray, shape:tuple, dim:int, size:int, step:int) -> np.ndarray:
+    "Zeros of `shape` with each window of `a` (laid along its last dim) added back at its place along `dim`."
+    out = np.zeros(shape, dtype=a.dtype)
+    count, lead = a.shape[dim], (slice(None),) * dim
+    for j in range(size):   # entry j of every window: one strided slice of out, so no index is hit twice
+        out[lead + (slice(j, j + step * (count - 1) + 1, step),)] += a[..., j]
+    return out
+
 class Unfold(Function):
     "unfold(x, dim, size, step): dx = fold_windows(g, x.shape, dim, size, step)"
     @staticmethod
     def forward(ctx, x, dim, size, step):
-        a = x._data
-        ctx.shape, ctx.window = a.shape, (dim, size, step)
-        count = (a.shape[dim] - size) // step + 1
-        shape = a.shape[:dim] + (count,) + a.shape[dim + 1:] + (size,)
-        strides = a.strides[:dim] + (a.strides[dim] * step,) + a.strides[dim + 1:] + (a.strides[dim],)
-        return view_of(x, np.lib.stride_tricks.as_strided(a, shape, strides))
+        ctx.shape, ctx.window = x._data.shape, (dim, size, step)
+        return view_of(x, _windows(x._data, dim, size, step))
     @staticmethod
     def backward(ctx, g): return FoldWindows.apply(g, ctx.shape, *ctx.window), None, None, None
+    @staticmethod
+    def backward_numpy(ctx, g): return _fold_windows(g, ctx.shape, *ctx.window), None, None, None
     @staticmethod
     def jvp(ctx, t, *_): return Unfold.apply(t, *ctx.window)
 
@@ -832,13 +914,11 @@ class FoldWindows(Function):
     @staticmethod
     def forward(ctx, x, shape, dim, size, step):
         ctx.shape, ctx.window = shape, (dim, size, step)
-        a, out = x._data, np.zeros(shape, dtype=x._data.dtype)
-        count, lead = a.shape[dim], (slice(None),) * dim
-        for j in range(size):   # entry j of every window: one strided slice of out, so no index is hit twice
-            out[lead + (slice(j, j + step * (count - 1) + 1, step),)] += a[..., j]
-        return out
+        return _fold_windows(x._data, shape, dim, size, step)
     @staticmethod
     def backward(ctx, g): return Unfold.apply(g, *ctx.window), None, None, None, None
+    @staticmethod
+    def backward_numpy(ctx, g): return _windows(g, *ctx.window), None, None, None, None   # a view of g
     @staticmethod
     def jvp(ctx, t, *_): return FoldWindows.apply(t, ctx.shape, *ctx.window)
 
