@@ -94,6 +94,18 @@ WITH_TIES = np.array([[1., 3., 3., 0.], [2., 2., 2., 2.], [-1., 5., 0., 4.]])   
 T = mytorch
 WELL3 = normal(3, 3) + 3 * np.eye(3)   # a well-conditioned matrix, for inverse and det
 
+def _avg_pool_transpose(g):
+    "AvgPoolTranspose of a (2, 3, 3, 4) gradient into (2, 3, 6, 7): avg_pool2d(x, 3, 2, 1, count_include_pad=False)'s adjoint."
+    geo = T.nn.pooling._geometry(T.zeros(2, 3, 6, 7), 2, 'avg_pool2d', 3, 2, 1, 1, False)
+    return T.nn.pooling.AvgPoolTranspose.apply(g, geo, T.nn.pooling._avg_divisor(geo, False, None, g.dtype), (2, 3, 6, 7))
+
+def _rnn_weights(gates, I=4, H=5):
+    "W_ih, W_hh, b_ih, b_hh of a recurrent layer with `gates` gates, input size I and hidden size H."
+    return dict(W_ih=0.5 * normal(gates * H, I), W_hh=0.5 * normal(gates * H, H), b_ih=0.3 * normal(gates * H),
+                b_hh=0.3 * normal(gates * H))
+
+PLANE_IDX = np.array([[0, 3, 3, 5], [1, 1, 1, 0]])   # repeated indices: the scatter must add
+
 # Function name -> (call, inputs, other names the formula uses). Inputs are float64 and named as in the rule.
 CASES = {
     'Add': (lambda a, b: a + b, dict(a=a34, b=normal(3, 4)), {}),
@@ -175,18 +187,96 @@ CASES = {
     'Unfold': (lambda x: x.unfold(1, 3, 2), dict(x=normal(2, 7)), dict(dim=1, size=3, step=2, fold_windows=_fold_windows)),
     'FoldWindows': (lambda x: T.shape.FoldWindows.apply(x, (2, 7), 1, 3, 2), dict(x=normal(2, 3, 3)),
                     dict(dim=1, size=3, step=2, unfold=_windows)),
+    # the other rules of the reductions and shape chapters with an array form (words in their docstrings: PROSE_ONLY),
+    # and the chapters' private Functions, called directly
+    'MaxDim': (lambda x: T.max(x, 1).values, dict(x=x34), {}),
+    'MinDim': (lambda x: T.min(x, 0, keepdim=True).values, dict(x=x34), {}),
+    'Kthvalue': (lambda x: T.kthvalue(x, 2, 1).values, dict(x=x34), {}),
+    'MedianDim': (lambda x: T.median(x, 1).values, dict(x=x34), {}),
+    'Mode': (lambda x: T.mode(x, 1).values, dict(x=WITH_TIES), {}),
+    'Prod': (lambda x: T.prod(x, 1), dict(x=x34), {}),
+    'ProdOthers': (lambda x, d: T.reductions.ProdOthers.apply(x, (1,), d), dict(x=x34, d=normal(3, 4)), {}),
+    'Cumprod': (lambda x: T.cumprod(x, 1), dict(x=p34), {}),   # no zeros: with zeros the two rules are different algorithms
+    'NormInf': (lambda x: T.norm(x, p=float('inf'), dim=1), dict(x=WITH_TIES), {}),
+    'Narrow': (lambda x: x.narrow(1, 1, 2), dict(x=x34), {}),
+    'Split': (lambda x: x.split([1, 3], 1), dict(x=x34), {}),
+    'Unbind': (lambda x: x.unbind(1), dict(x=x34), {}),
+    '_Reshape': (lambda x: T.reductions._Reshape.apply(x, (4, 3)), dict(x=x34), {}),
+    '_TakeAlong': (lambda x: T.sort(x, 1).values, dict(x=x34), {}),
+    '_PutAlong': (lambda x: T.reductions._PutAlong.apply(x, np.argsort(x34, 1), 1, (3, 4)), dict(x=x34), {}),
+    '_Reciprocal': (lambda x: T.reductions._Reciprocal.apply(x), dict(x=b34), {}),
     'Addmm': (lambda m, a, b: T.addmm(m, a, b, beta=0.5, alpha=-2.0), dict(input=normal(2, 3), mat1=normal(2, 4), mat2=normal(4, 3)),
               dict(beta=0.5, alpha=-2.0)),
     'Cross': (lambda a, b: T.cross(a, b, dim=1), dict(a=normal(4, 3), b=normal(4, 3)),
               dict(dim=1, cross=lambda a, b, dim: np.cross(a, b, axis=dim))),
     'Inverse': (T.inverse, dict(x=WELL3), dict(y=np.linalg.inv(WELL3))),
     'Det': (T.det, dict(x=WELL3), dict(y=np.linalg.det(WELL3), inverse=np.linalg.inv)),
+    # chapters 15-16: indexing, einsum and the shape helpers of linalg (each also has an array rule)
+    'Index': (lambda x: x[1:, T.tensor([0, 2, 0])], dict(x=x34), {}),
+    'IndexAccumulate': (lambda g: T.indexing.IndexAccumulate.apply(g, (4, 4), (np.array([0, 2, 0]),), 2), dict(g=x34), {}),
+    'IndexPut': (lambda x, v: x.index_copy(1, T.tensor([0, 2]), v), dict(x=x34, v=normal(3, 2)), {}),
+    'Einsum': (lambda xs: T.einsum('iij,jk,k->ik', *xs), dict(x=[normal(2, 2, 3), normal(3, 4), normal(4)]), {}),
+    '_MatrixTranspose': (lambda x: T.linalg._MatrixTranspose.apply(x), dict(x=x234), {}),
+    '_Reshape': (lambda x: T.linalg._Reshape.apply(x, (4, 3)), dict(x=x34), {}),
+    '_DiagonalEmbed': (lambda x: T.linalg._DiagonalEmbed.apply(x, 'iij', 'ij', (3, 3, 4)), dict(x=x34), {}),
     # cases for prose rules that parse, so that their not evaluating is shown, not assumed
     'Repeat': (lambda x: x.repeat(2, 1), dict(x=x34), dict(reps=(2, 1))),
     'Var': (lambda x: T.var(x, 1), dict(x=x34), dict(_reducing((1,), x34), c=1)),   # a formula since 'expand(g) * 2 * (...)'
     'LogSigmoid': (T.nn.functional.logsigmoid, dict(x=x34), {}),
     'LinearCombination': (lambda y, h, k: T.ode.LinearCombination.apply((0.5, -2.0), y, h, *k),
                           dict(y=normal(3, 4), h=np.array(0.7), k=[normal(3, 4), normal(3, 4)]), dict(c=(0.5, -2.0), sum=np.sum)),
+    # chapters 22-24: layers, activations, losses (each also has an array rule; integer targets are fixed in the call)
+    'LinearFunction': (lambda x, W, b: T.nn.functional.linear(x, W, b), dict(x=x234, W=normal(5, 4), b=normal(5)), {}),
+    '_LinearWeightGrad': (lambda g, x: T.nn.layers._LinearWeightGrad.apply(g, x), dict(g=normal(2, 3, 5), x=x234), {}),
+    'NativeDropout': (lambda x: T.nn.functional.dropout(x, 0.3, generator=T.Generator().manual_seed(0)), dict(x=x34), {}),
+    'EmbeddingFunction': (lambda W: T.nn.functional.embedding(T.tensor([[1, 0, 3], [3, 3, 2]]), W, padding_idx=0),
+                          dict(W=normal(5, 4)), {}),
+    'EmbeddingBackward': (lambda g: T.nn.layers.EmbeddingBackward.apply(g, np.array([[1, 0, 3], [3, 3, 2]]), 5, 3),
+                          dict(g=x234), {}),
+    'Hardtanh': (lambda x: T.nn.functional.hardtanh(x, -0.5, 0.5), dict(x=x34), {}),
+    'Hardsigmoid': (T.nn.functional.hardsigmoid, dict(x=4 * x34), {}),
+    'Elu': (lambda x: (T.nn.functional.elu(x), T.nn.functional.selu(x), T.nn.functional.celu(x, 0.7)), dict(x=x34), {}),
+    'Softplus': (lambda x: T.nn.functional.softplus(x, 2.0, 1.0), dict(x=x34), {}),
+    'Gelu': (lambda x: (T.nn.functional.gelu(x), T.nn.functional.gelu(x, approximate='tanh')), dict(x=2 * x34), {}),
+    'BinaryCrossEntropy': (lambda x, y: T.nn.functional.binary_cross_entropy(x, y, reduction='none'),
+                           dict(x=RNG.uniform(0.05, 0.95, (3, 4)), y=RNG.uniform(0.0, 1.0, (3, 4))), {}),
+    '_Softplus': (lambda x: T.nn.loss._Softplus.apply(x), dict(x=3 * x34), {}),
+    'BinaryCrossEntropyWithLogits': (lambda x, y: (T.nn.functional.binary_cross_entropy_with_logits(x, y, reduction='none'),
+                                                   T.nn.functional.binary_cross_entropy_with_logits(
+                                                       x, y, pos_weight=T.tensor([0.5, 1.0, 2.0, 3.0]).to(x.dtype))),
+                                     dict(x=3 * x34, y=RNG.uniform(0.0, 1.0, (3, 4))), {}),
+    'NLL': (lambda z: (T.nn.functional.nll_loss(z, T.tensor([0, 2, 1])),
+                       T.nn.functional.nll_loss(z, T.tensor([3, -100, 1]), weight=T.tensor([1.0, 2.0, 0.5, 4.0]).to(z.dtype),
+                                                reduction='sum'),
+                       T.nn.functional.nll_loss(z, T.tensor([1, 1, 0]), reduction='none')), dict(z=x34), {}),
+    'CrossEntropy': (lambda x, q: (T.nn.functional.cross_entropy(x, q),
+                                   T.nn.functional.cross_entropy(x, T.tensor([3, -100, 1]), label_smoothing=0.2,
+                                                                 weight=T.tensor([1.0, 2.0, 0.5, 4.0]).to(x.dtype)),
+                                   T.nn.functional.cross_entropy(x, T.tensor([1, 1, 0]), reduction='none')),
+                     dict(x=x34, q=_softmax(normal(3, 4), 1)), {}),
+    # chapters 25-28: convolution, pooling, normalization, recurrence (rules in words: PROSE_ONLY; each has an array rule)
+    'Convolution': (lambda x, W, b: T.nn.functional.conv2d(x, W, b, stride=2, padding=1, groups=2),
+                    dict(x=normal(2, 4, 6, 5), W=normal(6, 2, 3, 3), b=normal(6)), {}),
+    'ConvTranspose': (lambda y, W, b: T.nn.functional.conv_transpose2d(y, W, b, stride=2, padding=1, output_padding=1),
+                      dict(y=normal(2, 4, 3, 3), W=normal(4, 3, 3, 3), b=normal(3)), {}),
+    'ConvWeight': (lambda x, g: T.nn.conv.ConvWeight.apply(x, g, T.nn.conv.ConvGeometry((5, 4), (3, 2), (3, 2), (2, 2), (1, 1), (1, 1), 1), None),
+                   dict(x=normal(2, 2, 5, 4), g=normal(2, 3, 3, 2)), {}),
+    'PlaneGather': (lambda x: T.nn.pooling.PlaneGather.apply(x, PLANE_IDX, 1), dict(x=normal(2, 6)), {}),
+    'PlaneScatterAdd': (lambda g: T.nn.pooling.PlaneScatterAdd.apply(g, PLANE_IDX, (2, 6), 1), dict(g=normal(2, 4)), {}),
+    'MaxPool': (lambda x: T.nn.functional.max_pool2d(x, 3, 2, 1), dict(x=normal(2, 3, 6, 7)), {}),
+    'AvgPoolFunction': (lambda x: T.nn.functional.avg_pool2d(x, 3, 2, 1, count_include_pad=False), dict(x=normal(2, 3, 6, 7)), {}),
+    'AvgPoolTranspose': (_avg_pool_transpose, dict(g=normal(2, 3, 3, 4)), {}),
+    'SeparablePool': (lambda X: T.nn.functional.adaptive_avg_pool2d(X, (3, 4)), dict(X=normal(2, 2, 5, 7)), {}),
+    'Normalization': (lambda x, w, b: (T.nn.functional.batch_norm(x, None, None, w, b, training=True),   # the channel kernel
+                                       T.nn.functional.group_norm(x, 3, w, b), T.nn.functional.layer_norm(x, 5),
+                                       T.nn.functional.batch_norm(x, T.ones(3, dtype=x.dtype), 2 * T.ones(3, dtype=x.dtype), w, b)),
+                      dict(x=normal(4, 3, 5), w=normal(3), b=normal(3)), {}),
+    'LSTMSequence': (lambda x, h0, c0, *w: T.nn.recurrent.LSTMSequence.apply(x, h0, c0, *w, False),
+                     dict(x=normal(3, 2, 4), h0=normal(2, 5), c0=normal(2, 5), **_rnn_weights(4)), {}),
+    'RNNSequence': (lambda x, h0, *w: T.nn.recurrent.RNNSequence.apply(x, h0, *w, 'tanh', True),
+                    dict(x=normal(3, 2, 4), h0=normal(2, 5), **_rnn_weights(1)), {}),
+    'GRUSequence': (lambda x, h0, *w: T.nn.recurrent.GRUSequence.apply(x, h0, *w, False),
+                    dict(x=normal(3, 2, 4), h0=normal(2, 5), **_rnn_weights(3)), {}),
 }
 
 # Rules whose docstring is prose, not a formula NumPy can evaluate, and why (the fix is in the report).
@@ -352,5 +442,14 @@ def test_array_rule_equals_tensor_rule(name, dtype):
 
 def test_array_rules_cover_the_common_ops():
     "The ops of an ordinary network backpropagate on arrays; a Function that loses its array rule fails here."
-    missing = [n for n in ('Add', 'Mul', 'Expand', 'SumTo') if n not in ARRAY_RULES]
+    missing = [n for n in ('Add', 'Mul', 'Expand', 'SumTo',
+                           'Sub', 'Neg', 'Div', 'Exp', 'Log', 'Tanh', 'Sigmoid', 'Sqrt', 'Rsqrt', 'PowScalar', 'Pow',
+                           'Relu', 'Abs', 'Clamp', 'Where', 'Maximum', 'Minimum',
+                           'MatMul', 'Addmm', 'Index', 'IndexAccumulate', 'IndexPut', 'Softmax', 'LogSoftmax',
+                           'LinearFunction', 'NativeDropout', 'EmbeddingFunction', 'CrossEntropy', 'NLL',
+                           'BinaryCrossEntropyWithLogits', 'Gelu',
+                           'Sum', 'Mean', 'Amax', 'MaxDim', 'Var', 'Std', 'LogSumExp', 'Cumsum',
+                           'Convolution', 'ConvWeight', 'MaxPool', 'AvgPoolFunction', 'SeparablePool', 'Normalization',
+                           'LSTMSequence', 'GRUSequence', 'RNNSequence',
+                           'Reshape', 'View', 'Permute', 'Cat', 'Split', 'Stack', 'Unbind', 'Narrow', 'Pad') if n not in ARRAY_RULES]
     assert not missing, missing

@@ -229,3 +229,31 @@ def test_unknown_nonlinearity_is_refused():
     rng = np.random.default_rng(9)
     with pytest.raises(ValueError, match="Select from 'tanh' or 'relu'"):
         RNNSequence.apply(*inputs(rng, 'tanh'), 'sigmoid', False)
+
+
+@pytest.mark.parametrize('kind', KINDS + ['lstm'])
+def test_forward_mode_through_a_backward_that_records_nothing(kind):
+    "Forward over reverse: a gradient taken without create_graph inside a dual level carries the tangent (as PyTorch's)."
+    from mytorch.autograd.forward_ad import dual_level, make_dual, unpack_dual
+    from mytorch.nn.recurrent import LSTMSequence
+    rng = np.random.default_rng(8)
+    if kind == 'lstm':
+        G, op = 4, lambda *a: LSTMSequence.apply(*a, False)
+        ins = [normal(rng, 3, 2, 2, scale=0.5, requires_grad=False), *(normal(rng, 2, 3, scale=0.5, requires_grad=False) for _ in range(2))]
+    else:
+        G, op = (3 if kind == 'gru' else 1), (lambda *a: op_and_reference(kind)[0](*a, reverse=True))
+        ins = [normal(rng, 3, 2, 2, scale=0.5, requires_grad=False), normal(rng, 2, 3, scale=0.5, requires_grad=False)]
+    ins += [normal(rng, G * 3, 2, scale=0.5, requires_grad=False), normal(rng, G * 3, 3, scale=0.5, requires_grad=False),
+            normal(rng, G * 3, scale=0.3, requires_grad=False), normal(rng, G * 3, scale=0.3, requires_grad=False)]
+    us = [normal(rng, *t.shape, requires_grad=False) for t in ins]
+    k = len(ins) - 4   # w_ih
+    def w_ih_grad(*a):
+        a = [t if t.requires_grad else t.requires_grad_() for t in a]
+        return grad(op(*a)[0].sum(), a[k])[0]   # create_graph=False: the array rule's pass, under forward mode
+    with dual_level():
+        tangent = unpack_dual(w_ih_grad(*[make_dual(t, u) for t, u in zip(ins, us)])).tangent
+    assert tangent is not None
+    e = 1e-6
+    shifted = lambda s: w_ih_grad(*[(t + s * e * u).detach() for t, u in zip(ins, us)]).numpy()
+    central = (shifted(1) - shifted(-1)) / (2 * e)
+    np.testing.assert_allclose(tangent.numpy(), central, atol=1e-7 * (1 + np.abs(central).max()))

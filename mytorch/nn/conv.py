@@ -17,7 +17,7 @@ import threading
 from collections import namedtuple
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
-from ..engine import Tensor, Function, SumTo, is_grad_enabled
+from ..engine import Tensor, Function, SumTo, is_grad_enabled, _sum_to
 from ..creation import empty, _check_device
 from ..shape import Reshape
 from .module import Module, Parameter
@@ -254,6 +254,11 @@ def _bias_grad(g:Tensor) -> Tensor:
     O = g.shape[1]
     return Reshape.apply(SumTo.apply(g, (O,) + (1,) * (g.ndim - 2)), (O,))
 
+def _bias_grad_array(g:np.ndarray) -> np.ndarray:
+    "`_bias_grad` on an array: the same sum, by SumTo's function."
+    O = g.shape[1]
+    return _sum_to(g, (O,) + (1,) * (g.ndim - 2)).reshape(O)
+
 class Convolution(Function):
     "conv(x, W, b): dx = conv_transpose(g, W), dW = conv_weight(x, g), db = g summed over all dims but channels"
     @staticmethod
@@ -274,6 +279,18 @@ class Convolution(Function):
         gw = ConvWeight.apply(x, g, geom, cols) if need_w else None
         if cols is not None: workspace.give(cols)
         return (gx, gw, _bias_grad(g) if need_b else None, None, None)[:len(ctx.needs_input_grad)]
+
+    @staticmethod
+    def backward_numpy(ctx, g):   # `backward` on arrays: what the forwards of ConvTranspose and ConvWeight compute
+        x, w = ctx.saved_tensors
+        geom, cols = ctx.geom, ctx.cols
+        ctx.cols = None
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        g4 = _as4d(g)
+        gx = _like(_conv_transpose_array(g4, _as4d(w._data), geom), x.ndim) if need_x else None
+        gw = _like(_conv_weight_array(_as4d(x._data), g4, geom, cols), x.ndim) if need_w else None
+        if cols is not None: workspace.give(cols)
+        return (gx, gw, _bias_grad_array(g) if need_b else None, None, None)[:len(ctx.needs_input_grad)]
 
     @staticmethod
     def jvp(ctx, tx, tw, tb, *_):
@@ -300,6 +317,16 @@ class ConvTranspose(Function):
                 _bias_grad(g) if need_b else None, None)
 
     @staticmethod
+    def backward_numpy(ctx, g):   # `backward` on arrays: what the forwards of Convolution and ConvWeight compute
+        y, w = ctx.saved_tensors
+        geom = ctx.geom
+        need_y, need_w, need_b, _ = ctx.needs_input_grad
+        g4 = _as4d(g)
+        return (_like(_conv_array(g4, _as4d(w._data), geom)[0], g.ndim) if need_y else None,
+                _like(_conv_weight_array(g4, _as4d(y._data), geom), g.ndim) if need_w else None,
+                _bias_grad_array(g) if need_b else None, None)
+
+    @staticmethod
     def jvp(ctx, ty, tw, tb, _):
         y, w = ctx.saved_tensors
         return ConvTranspose.apply(ty, w, tb, ctx.geom) + ConvTranspose.apply(y, tw, None, ctx.geom)
@@ -319,6 +346,13 @@ class ConvWeight(Function):
         geom = ctx.geom
         return (ConvTranspose.apply(g, gg, None, geom) if ctx.needs_input_grad[0] else None,
                 Convolution.apply(x, gg, None, geom) if ctx.needs_input_grad[1] else None, None, None)
+
+    @staticmethod
+    def backward_numpy(ctx, gg):   # `backward` on arrays: what the forwards of ConvTranspose and Convolution compute
+        x, g = ctx.saved_tensors
+        geom, gg4 = ctx.geom, _as4d(gg)
+        return (_like(_conv_transpose_array(_as4d(g._data), gg4, geom), g.ndim) if ctx.needs_input_grad[0] else None,
+                _like(_conv_array(_as4d(x._data), gg4, geom)[0], x.ndim) if ctx.needs_input_grad[1] else None, None, None)
 
     @staticmethod
     def jvp(ctx, tx, tg, _, __):

@@ -13,7 +13,7 @@ import numbers
 import operator
 from collections import namedtuple
 import numpy as np
-from ..engine import Tensor, Function, is_grad_enabled, tensor, _plain_backward
+from ..engine import Tensor, Function, is_grad_enabled, tensor
 from ..creation import empty, zeros, ones, _check_device
 from ..shape import Reshape
 from ..reductions import Mean
@@ -175,11 +175,11 @@ def _xhat(ctx, x:Tensor) -> np.ndarray:
     if ctx.xhat_v is not None: return ctx.xhat_v
     return _standardize(x._data.reshape(ctx.layout.view), ctx.mean, ctx.inv_std)
 
-def _grads(ctx, gx, gw, gb) -> tuple:
-    "The backward's return value: NumPy results as Tensors of the inputs' shapes, None for what needs no gradient."
-    need, (x, w) = ctx.needs_input_grad, ctx.saved_tensors
-    return (Tensor(gx.reshape(x.shape)) if need[0] else None, Tensor(gw.reshape(w.shape)) if need[1] else None,
-            Tensor(gb.reshape(ctx.bias_shape)) if need[2] else None) + (None,) * (len(need) - 3)
+def _grads(ctx, x:Tensor, w:Tensor, gx, gw, gb) -> tuple:
+    "The array rule's return value: the NumPy results in the inputs' shapes, None for what needs no gradient."
+    need = ctx.needs_input_grad
+    return (gx.reshape(x.shape) if need[0] else None, gw.reshape(w.shape) if need[1] else None,
+            gb.reshape(ctx.bias_shape) if need[2] else None) + (None,) * (len(need) - 3)
 
 class Normalization(Function):
     "y = xhat * w + b, xhat = (x - mean) * inv_std over the layout's axes: dx = inv_std * (g' - mean(g') - xhat * mean(g' * xhat)), g' = g * w (g' * inv_std for constant statistics), dw = sum(g * xhat), db = sum(g)"
@@ -207,7 +207,6 @@ class Normalization(Function):
 
     @staticmethod
     def backward(ctx, g):
-        if _plain_backward(): return Normalization.plain_backward(ctx, g)
         # create_graph: Tensor ops, recorded, and xhat and inv_std recomputed from x by recorded ops,
         # because the second derivative must see how they depend on x
         x, w = ctx.saved_tensors
@@ -224,15 +223,15 @@ class Normalization(Function):
         return (gx, gw, gb) + (None,) * (len(ctx.needs_input_grad) - 3)
 
     @staticmethod
-    def plain_backward(ctx, g):
-        "The same formulas on the saved NumPy arrays, for a backward that is not recorded (no create_graph)."
+    def backward_numpy(ctx, g):
+        "The same formulas on NumPy arrays (g and the saved ones), for a backward that is not recorded (no create_graph)."
         x, w = ctx.saved_tensors
-        layout, g, wd = ctx.layout, g._data, None if w is None else w._data
+        layout, wd = ctx.layout, None if w is None else w._data
         if ctx.batch_stats and _channels(layout):   # batch norm in training: two passes, in the channel kernel
             C = layout.view[1]
             backward = _kernel(channel_norm_backward, g.dtype if g.dtype == x.dtype else None)   # None: the reference
             gx, gb, gw = backward(_abc(g, layout), _abc(x._data, layout), ctx.mean.reshape(C), ctx.inv_std.reshape(C), wd)
-            return _grads(ctx, gx, gw, gb)
+            return _grads(ctx, x, w, gx, gw, gb)
         xhat_v = _xhat(ctx, x)
         gp = (g if wd is None else g * wd.reshape(layout.param_shape)).reshape(layout.view)
         if ctx.batch_stats:
@@ -242,7 +241,7 @@ class Normalization(Function):
         else: gx = gp * ctx.inv_std
         summed = tuple(d for d, n in enumerate(layout.param_shape) if n == 1)   # the axes the parameters do not run along
         gw = (g * xhat_v.reshape(x.shape)).sum(summed) if ctx.needs_input_grad[1] else None
-        return _grads(ctx, gx, gw, g.sum(summed) if ctx.needs_input_grad[2] else None)
+        return _grads(ctx, x, w, gx, gw, g.sum(summed) if ctx.needs_input_grad[2] else None)
 
     @staticmethod
     def jvp(ctx, tx, tw, tb, *_):

@@ -226,20 +226,33 @@ def _planes(shape:tuple, nd:int) -> tuple:
     "(number of planes, elements per plane) of a tensor whose last `nd` dimensions form its planes."
     return math.prod(shape[:-nd]), math.prod(shape[-nd:])
 
+def _plane_gather(x:np.ndarray, idx:np.ndarray, nd:int) -> np.ndarray:
+    "x[..., idx[..., o]] over the flattened last nd dims of x, every index checked first."
+    P, n = _planes(x.shape, nd)
+    if idx.size == 0: return np.zeros(idx.shape, dtype=x.dtype)
+    flat = idx.reshape(P, -1)
+    _check_plane_index(flat, n, 'PlaneGather')
+    return np.take_along_axis(x.reshape(P, n), flat, 1).reshape(idx.shape)
+
+def _plane_scatter_add(g:np.ndarray, idx:np.ndarray, shape:tuple, nd:int) -> np.ndarray:
+    "Zeros of `shape` with each g[..., o] added at idx[..., o] of its plane."
+    P, n = _planes(shape, nd)
+    if P * n == 0 or g.size == 0: return np.zeros(shape, dtype=g.dtype)
+    return _kernel(plane_scatter_add, g.dtype)(g.reshape(P, -1), idx.reshape(P, -1), n).reshape(shape)
+
 class PlaneGather(Function):
     "gather(x, idx): y[..., o] = x[..., idx[..., o]] over the flattened last nd dims: dx = scatter_add(g, idx)"
     @staticmethod
     def forward(ctx, x, idx, nd, values=None):
         ctx.idx, ctx.nd, ctx.in_shape = idx, nd, x.shape
         if values is not None: return values   # gathered already: max pooling finds values and indices in one pass
-        P, n = _planes(x.shape, nd)
-        if idx.size == 0: return np.zeros(idx.shape, dtype=x.dtype)
-        flat = idx.reshape(P, -1)
-        _check_plane_index(flat, n, 'PlaneGather')
-        return np.take_along_axis(x._data.reshape(P, n), flat, 1).reshape(idx.shape)
+        return _plane_gather(x._data, idx, nd)
     @staticmethod
     def backward(ctx, g):
         return (PlaneScatterAdd.apply(g, ctx.idx, ctx.in_shape, ctx.nd),) + (None,) * (len(ctx.needs_input_grad) - 1)
+    @staticmethod
+    def backward_numpy(ctx, g):
+        return (_plane_scatter_add(g, ctx.idx, ctx.in_shape, ctx.nd),) + (None,) * (len(ctx.needs_input_grad) - 1)
     @staticmethod
     def jvp(ctx, t, *_): return PlaneGather.apply(t, ctx.idx, ctx.nd)
 
@@ -248,11 +261,11 @@ class PlaneScatterAdd(Function):
     @staticmethod
     def forward(ctx, g, idx, shape, nd):
         ctx.idx, ctx.nd, ctx.shape = idx, nd, shape
-        P, n = _planes(shape, nd)
-        if P * n == 0 or g._data.size == 0: return np.zeros(shape, dtype=g.dtype)
-        return _kernel(plane_scatter_add, g.dtype)(g._data.reshape(P, -1), idx.reshape(P, -1), n).reshape(shape)
+        return _plane_scatter_add(g._data, idx, shape, nd)
     @staticmethod
     def backward(ctx, gg): return PlaneGather.apply(gg, ctx.idx, ctx.nd), None, None, None
+    @staticmethod
+    def backward_numpy(ctx, gg): return _plane_gather(gg, ctx.idx, ctx.nd), None, None, None
     @staticmethod
     def jvp(ctx, t, *_): return PlaneScatterAdd.apply(t, ctx.idx, ctx.shape, ctx.nd)
 
@@ -307,18 +320,33 @@ def _avg_divisor(geo:_Geometry, count_include_pad:bool, divisor_override, dtype)
         counts.append(end - start if count_include_pad else np.minimum(end, n) - np.maximum(start, 0))
     return np.multiply.outer(*counts).astype(dtype)
 
+def _avg_pool_array(x:np.ndarray, geo:_Geometry, divisor:np.ndarray) -> np.ndarray:
+    "Each window's sum (over the zero-padded x, tap by tap) divided by its divisor."
+    padded = _pad(x if geo.nd == 2 else x[..., None, :], geo, 0)
+    out = np.zeros(padded.shape[:-2] + geo.out_size, dtype=padded.dtype)
+    for i, j in np.ndindex(*geo.kernel): out += _tap(padded, geo, i, j)
+    out /= divisor
+    return out if geo.nd == 2 else out[..., 0, :]
+
+def _avg_pool_transpose_array(g:np.ndarray, geo:_Geometry, divisor:np.ndarray) -> np.ndarray:
+    "Input-shaped: each g[o] / D[o] added into every tap of window o of a zero-padded buffer, the padding cut off."
+    gd = (g if geo.nd == 2 else g[..., None, :]) / divisor
+    full = np.zeros(gd.shape[:-2] + _padded_shape(geo), dtype=gd.dtype)
+    for i, j in np.ndindex(*geo.kernel): _tap(full, geo, i, j)[...] += gd
+    (H, W), (ph, pw) = geo.in_size, geo.padding
+    out = full[..., ph:ph + H, pw:pw + W]
+    return np.ascontiguousarray(out if geo.nd == 2 else out[..., 0, :])
+
 class AvgPoolFunction(Function):
     "avg_pool(x): y[o] = sum of window o / D[o]: dx = avg_pool_transpose(g), each g[o] / D[o] spread over window o"
     @staticmethod
     def forward(ctx, x, geo, divisor):
         ctx.geo, ctx.divisor, ctx.in_shape = geo, divisor, x.shape
-        padded = _pad(x._data if geo.nd == 2 else x._data[..., None, :], geo, 0)
-        out = np.zeros(padded.shape[:-2] + geo.out_size, dtype=padded.dtype)
-        for i, j in np.ndindex(*geo.kernel): out += _tap(padded, geo, i, j)
-        out /= divisor
-        return out if geo.nd == 2 else out[..., 0, :]
+        return _avg_pool_array(x._data, geo, divisor)
     @staticmethod
     def backward(ctx, g): return AvgPoolTranspose.apply(g, ctx.geo, ctx.divisor, ctx.in_shape), None, None
+    @staticmethod
+    def backward_numpy(ctx, g): return _avg_pool_transpose_array(g, ctx.geo, ctx.divisor), None, None
     @staticmethod
     def jvp(ctx, t, _, __): return AvgPoolFunction.apply(t, ctx.geo, ctx.divisor)
 
@@ -327,14 +355,11 @@ class AvgPoolTranspose(Function):
     @staticmethod
     def forward(ctx, g, geo, divisor, shape):
         ctx.geo, ctx.divisor, ctx.shape = geo, divisor, shape
-        gd = (g._data if geo.nd == 2 else g._data[..., None, :]) / divisor
-        full = np.zeros(gd.shape[:-2] + _padded_shape(geo), dtype=gd.dtype)
-        for i, j in np.ndindex(*geo.kernel): _tap(full, geo, i, j)[...] += gd
-        (H, W), (ph, pw) = geo.in_size, geo.padding
-        out = full[..., ph:ph + H, pw:pw + W]
-        return np.ascontiguousarray(out if geo.nd == 2 else out[..., 0, :])
+        return _avg_pool_transpose_array(g._data, geo, divisor)
     @staticmethod
     def backward(ctx, gg): return AvgPoolFunction.apply(gg, ctx.geo, ctx.divisor), None, None, None
+    @staticmethod
+    def backward_numpy(ctx, gg): return _avg_pool_array(gg, ctx.geo, ctx.divisor), None, None, None
     @staticmethod
     def jvp(ctx, t, *_): return AvgPoolTranspose.apply(t, ctx.geo, ctx.divisor, ctx.shape)
 
@@ -373,14 +398,20 @@ def _adaptive_matrix(n:int, m:int, dtype) -> np.ndarray:
     inside = (cols >= start[:, None]) & (cols < end[:, None])
     return (inside / (end - start)[:, None]).astype(dtype)
 
+def _separable(x:np.ndarray, Ah:np.ndarray, Aw:np.ndarray) -> np.ndarray:
+    "A_h @ X @ A_w.T for every plane X of x."
+    return np.matmul(Ah, np.matmul(x, Aw.T))
+
 class SeparablePool(Function):
     "pool(X) = A_h @ X @ A_w.T per plane: dX = pool(G) with the transposed matrices, A_h.T @ G @ A_w"
     @staticmethod
     def forward(ctx, x, Ah, Aw):
         ctx.Ah, ctx.Aw = Ah, Aw
-        return np.matmul(Ah, np.matmul(x._data, Aw.T))
+        return _separable(x._data, Ah, Aw)
     @staticmethod
     def backward(ctx, g): return SeparablePool.apply(g, ctx.Ah.T, ctx.Aw.T), None, None
+    @staticmethod
+    def backward_numpy(ctx, g): return _separable(g, ctx.Ah.T, ctx.Aw.T), None, None
     @staticmethod
     def jvp(ctx, t, _, __): return SeparablePool.apply(t, ctx.Ah, ctx.Aw)
 

@@ -15,7 +15,7 @@ import math
 import numbers
 import warnings
 import numpy as np
-from ..engine import Tensor, Function, Add, Mul, enable_grad, is_grad_enabled, grad
+from ..engine import Tensor, Function, Add, Mul, enable_grad, is_grad_enabled, set_grad_enabled, grad
 from ..autograd.forward_ad import dual_level, make_dual, unpack_dual
 from ..creation import empty, _check_device
 from ..elementwise import Sub, Tanh, Sigmoid, Relu, _relu_pass
@@ -396,10 +396,12 @@ def _vjp_of(f, n:int, *args) -> tuple:
 
 def _jvp_by_forward_mode(f, primals, tangents, requires_grad:bool=False) -> tuple:
     "The tangents of f(primals) along `tangents`, by forward mode through f's own ops, in a dual level of its own."
-    with dual_level():
+    recording = is_grad_enabled()
+    with dual_level(), set_grad_enabled(recording or requires_grad):   # an f that differentiates must record, always
         outs = f(*[make_dual(p.detach().requires_grad_(requires_grad), t) for p, t in zip(primals, tangents)])
         outs = outs if isinstance(outs, tuple) else (outs,)
         res = tuple(unpack_dual(o).tangent for o in outs)
+    if not recording: res = tuple(r if r is None else r.detach() for r in res)
     return tuple(r if r is not None else Tensor(np.zeros(o.shape, o.dtype)) for r, o in zip(res, outs))
 
 class VJPByRecompute(Function):
@@ -448,15 +450,17 @@ class LSTMSequence(Function):
         return out, h, c
 
     @staticmethod
-    def backward(ctx, gout, gh, gc):
-        x, h0, c0, w_ih, w_hh, b_ih, b_hh = saved = ctx.saved_tensors
-        need = ctx.needs_input_grad
-        if is_grad_enabled():   # create_graph=True: the gradient must be differentiable, so recompute it
-            return _vjp_by_recompute(_lstm_reference_for(ctx.reverse), saved, (gout, gh, gc), need) + (None,)
-        dx, dh, dc, dw_ih, dw_hh, db = _lstm_backward(gout._data, gh._data, gc._data, x._data, h0._data, c0._data,
-                                                      w_ih._data, w_hh._data, ctx.cache, ctx.reverse, need[0])
-        db = None if b_ih is None else Tensor(db)
-        return (None if dx is None else Tensor(dx), Tensor(dh), Tensor(dc), Tensor(dw_ih), Tensor(dw_hh), db, db, None)
+    def backward(ctx, gout, gh, gc):   # create_graph=True, or a tangent to carry: recompute, differentiably
+        return _vjp_by_recompute(_lstm_reference_for(ctx.reverse), ctx.saved_tensors, (gout, gh, gc),
+                                 ctx.needs_input_grad) + (None,)
+
+    @staticmethod
+    def backward_numpy(ctx, gout, gh, gc):   # every other backward: through time, on the arrays
+        x, h0, c0, w_ih, w_hh, b_ih, b_hh = ctx.saved_tensors
+        dx, dh, dc, dw_ih, dw_hh, db = _lstm_backward(gout, gh, gc, x._data, h0._data, c0._data, w_ih._data,
+                                                      w_hh._data, ctx.cache, ctx.reverse, ctx.needs_input_grad[0])
+        db = None if b_ih is None else db
+        return dx, dh, dc, dw_ih, dw_hh, db, db, None
 
     @staticmethod
     def jvp(ctx, tx, th, tc, tw_ih, tw_hh, tb_ih, tb_hh, _):
@@ -577,15 +581,16 @@ class RNNSequence(Function):
         return out, h
 
     @staticmethod
-    def backward(ctx, gout, gh):
-        x, h0, w_ih, w_hh, b_ih, b_hh = saved = ctx.saved_tensors
-        need = ctx.needs_input_grad
-        if is_grad_enabled():   # create_graph=True: the gradient must be differentiable, so recompute it
-            return _vjp_by_recompute(ctx.reference, saved, (gout, gh), need) + (None, None)
-        dx, dh, dw_ih, dw_hh, db = _rnn_backward(gout._data, gh._data, x._data, h0._data, w_ih._data, w_hh._data,
-                                                 ctx.states, ctx.relu, ctx.reverse, need[0])
-        db = None if b_ih is None else Tensor(db)
-        return (None if dx is None else Tensor(dx), Tensor(dh), Tensor(dw_ih), Tensor(dw_hh), db, db, None, None)
+    def backward(ctx, gout, gh):   # create_graph=True, or a tangent to carry: recompute, differentiably
+        return _vjp_by_recompute(ctx.reference, ctx.saved_tensors, (gout, gh), ctx.needs_input_grad) + (None, None)
+
+    @staticmethod
+    def backward_numpy(ctx, gout, gh):   # every other backward: through time, on the arrays
+        x, h0, w_ih, w_hh, b_ih, b_hh = ctx.saved_tensors
+        dx, dh, dw_ih, dw_hh, db = _rnn_backward(gout, gh, x._data, h0._data, w_ih._data, w_hh._data,
+                                                 ctx.states, ctx.relu, ctx.reverse, ctx.needs_input_grad[0])
+        db = None if b_ih is None else db
+        return dx, dh, dw_ih, dw_hh, db, db, None, None
 
     @staticmethod
     def jvp(ctx, tx, th, tw_ih, tw_hh, tb_ih, tb_hh, _, __):
@@ -603,15 +608,16 @@ class GRUSequence(Function):
         return out, h
 
     @staticmethod
-    def backward(ctx, gout, gh):
-        x, h0, w_ih, w_hh, b_ih, b_hh = saved = ctx.saved_tensors
-        need = ctx.needs_input_grad
-        if is_grad_enabled():   # create_graph=True: the gradient must be differentiable, so recompute it
-            return _vjp_by_recompute(ctx.reference, saved, (gout, gh), need) + (None,)
-        dx, dh, dw_ih, dw_hh, db_ih, db_hh = _gru_backward(gout._data, gh._data, x._data, h0._data, w_ih._data,
-                                                           w_hh._data, ctx.cache, ctx.reverse, need[0])
-        biases = (None, None) if b_ih is None else (Tensor(db_ih), Tensor(db_hh))
-        return (None if dx is None else Tensor(dx), Tensor(dh), Tensor(dw_ih), Tensor(dw_hh), *biases, None)
+    def backward(ctx, gout, gh):   # create_graph=True, or a tangent to carry: recompute, differentiably
+        return _vjp_by_recompute(ctx.reference, ctx.saved_tensors, (gout, gh), ctx.needs_input_grad) + (None,)
+
+    @staticmethod
+    def backward_numpy(ctx, gout, gh):   # every other backward: through time, on the arrays
+        x, h0, w_ih, w_hh, b_ih, b_hh = ctx.saved_tensors
+        dx, dh, dw_ih, dw_hh, db_ih, db_hh = _gru_backward(gout, gh, x._data, h0._data, w_ih._data, w_hh._data,
+                                                           ctx.cache, ctx.reverse, ctx.needs_input_grad[0])
+        biases = (None, None) if b_ih is None else (db_ih, db_hh)
+        return (dx, dh, dw_ih, dw_hh, *biases, None)
 
     @staticmethod
     def jvp(ctx, tx, th, tw_ih, tw_hh, tb_ih, tb_hh, _):
