@@ -103,12 +103,18 @@ class _Pin:
     def __init__(self): self.active, self.origin = False, None
 
 _pin = _Pin()
+_library_files = set()   # the package's source files met by the frame walk below
 
 def _user_origin():
     "(code, line) of the nearest frame outside the mytorch package: where the reader's code made a tensor."
     if _pin.active and _pin.origin is not None: return _pin.origin
     f = _getframe(1)
-    while f is not None and f.f_code.co_filename.startswith(_LIB_DIR): f = f.f_back
+    while f is not None:   # up past the package's frames: a set of its files seen so far answers for most of them
+        name = f.f_code.co_filename
+        if name not in _library_files:
+            if not name.startswith(_LIB_DIR): break
+            _library_files.add(name)
+        f = f.f_back
     origin = None if f is None else (f.f_code, f.f_lineno)
     if _pin.active: _pin.origin = origin
     return origin
@@ -981,6 +987,9 @@ def _fit_array(g, shape, dtype, node, i) -> np.ndarray:
         g = np.asarray(_sum_to(g, shape))
     return g if g.dtype == dtype else g.astype(dtype)
 
+def _as_tensor(g:np.ndarray, origin) -> Tensor: return Tensor(g, False, origin)
+def _as_is(g:Tensor, origin) -> Tensor: return g
+
 def _accumulate_into(buf, key, n, nr, g):
     slot = buf.get(key)
     if slot is None: slot = buf[key] = [None] * n
@@ -1014,7 +1023,7 @@ def run_backward(roots:tuple, # output tensors to differentiate
             wanted[id(t) if t.grad_fn is None else (t.grad_fn, t._output_nr)] = k
         captured = {key[0] for key in wanted if type(key) is tuple}   # the nodes that made the wanted non-leaves
         run = _nodes_to_run(order, wanted, captured)
-    wrap = (lambda g, origin: Tensor(g, False, origin)) if plain else (lambda g, origin: g)   # a gradient as a Tensor
+    wrap = _as_tensor if plain else _as_is   # a gradient as a Tensor, for hooks and for what is handed back
     prev_mode, prev_pin = _grad_mode.enabled, (_pin.active, _pin.origin)
     _grad_mode.enabled, _pin.origin = create_graph, None
     quiet = _fp_quiet(_QUIET)
