@@ -453,3 +453,21 @@ def test_array_rules_cover_the_common_ops():
                            'LSTMSequence', 'GRUSequence', 'RNNSequence',
                            'Reshape', 'View', 'Permute', 'Cat', 'Split', 'Stack', 'Unbind', 'Narrow', 'Pad') if n not in ARRAY_RULES]
     assert not missing, missing
+
+
+@pytest.mark.parametrize('name', ARRAY_RULES)
+def test_a_leaf_gradient_shares_no_storage(name):
+    "The engine keeps an array rule's new result as `.grad` without a copy: never one that an input, the seed or another leaf's .grad holds."
+    call, inputs, _ = CASES[name]
+    flat = [a for v in inputs.values() for a in (v if isinstance(v, list) else [v])]
+    leaves = [mytorch.tensor(np.asarray(a, dtype=np.float64), requires_grad=True) for a in flat]
+    it = iter(leaves)
+    out = call(*[[next(it) for _ in v] if isinstance(v, list) else next(it) for v in inputs.values()])
+    outs = [o for o in (out if isinstance(out, (tuple, list)) else (out,)) if o.requires_grad]
+    seeds = [mytorch.tensor(np.random.default_rng(2).standard_normal(o.shape)) for o in outs]
+    mytorch.autograd.backward(outs, seeds)
+    held = [t.detach().numpy() for t in leaves + seeds + outs]
+    grads = [t.grad.numpy() for t in leaves if t.grad is not None]
+    for i, g in enumerate(grads):
+        assert not any(np.shares_memory(g, h) for h in held), (name, i)
+        assert not any(np.shares_memory(g, other) for j, other in enumerate(grads) if j != i), (name, i)
