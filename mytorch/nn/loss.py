@@ -485,7 +485,10 @@ class CrossEntropy(Function):
         X = x._data
         logp = X - X.max(axis=axis, keepdims=True, initial=-np.inf)
         logp -= np.log(np.exp(logp).sum(axis=axis, keepdims=True))
-        loss = -(q._data * logp).sum(axis=axis).astype(X.dtype, copy=False)
+        P = q._data * logp
+        if indices is not None and np.isnan(P).any():   # 0 * -inf, a masked class: PyTorch takes the target's log-probability,
+            P[q._data == 0] = 0                          # so a class the target gives no weight adds nothing, -inf or not
+        loss = -P.sum(axis=axis).astype(X.dtype, copy=False)
         ctx.axis, ctx.denom, ctx.logp, ctx.counted = axis, denom, logp, counted
         ctx.save_for_backward(x, q)
         return loss if denom is None else np.asarray(loss.sum() / denom, dtype=X.dtype)
