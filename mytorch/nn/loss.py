@@ -92,13 +92,14 @@ def _matched(input, target, op:str, broadcasts:bool=True):
     _need_float(target, op, 'target', "Convert it, e.g. target.float().")
     return _same_shape(input, target, op, broadcasts)
 
-def _aligned(w:Tensor, shape:tuple, op:str, name:str) -> Tensor:
-    "w reshaped to len(shape) dims, new axes in front (PyTorch's documented alignment), after checking it fits shape."
+def _aligned(w:Tensor, shape:tuple, op:str, name:str, dtype=None) -> Tensor:
+    "w reshaped to len(shape) dims, new axes in front (PyTorch's documented alignment), after checking it fits shape; in `dtype` if given."
     _need_tensor(w, op, name)
     ok = w.ndim <= len(shape) and all(a in (1, b) for a, b in zip(w.shape[::-1], shape[::-1]))
     if not ok:
         raise ValueError(f"{op}: {name} of shape {tuple(w.shape)} (made at {w.origin}) does not broadcast to the "
                          f"input's shape {tuple(shape)}: its trailing dims must equal the input's or be 1.")
+    if dtype is not None and w.dtype != dtype: w = w.to(dtype)   # a weight does not change the loss's dtype, as in PyTorch
     return w if w.ndim == len(shape) else reshape(w, (1,) * (len(shape) - w.ndim) + w.shape)
 
 # %% ../../nbs/24_loss.ipynb #208a6699
@@ -217,7 +218,7 @@ def binary_cross_entropy(input:Tensor, # probabilities in [0, 1]
     _in_unit_interval(target, 'binary_cross_entropy', 'target', "binary labels are 0 or 1, or probabilities in "
                       "between. Labels coded -1/+1 need (target + 1) / 2.")
     loss = BinaryCrossEntropy.apply(input, target)
-    if weight is not None: loss = loss * _aligned(weight, loss.shape, 'binary_cross_entropy', 'weight')
+    if weight is not None: loss = loss * _aligned(weight, loss.shape, 'binary_cross_entropy', 'weight', loss.dtype)
     return _reduce(loss, reduction)
 
 # %% ../../nbs/24_loss.ipynb #d0faa25b
@@ -300,9 +301,9 @@ def binary_cross_entropy_with_logits(input:Tensor, # scores (logits), any real n
         if pos_weight.requires_grad:
             raise RuntimeError(f"{op}: the derivative for 'pos_weight' is not implemented (as in PyTorch); pass "
                                "pos_weight.detach().")
-        pos_weight = _aligned(pos_weight, input.shape, op, 'pos_weight')
+        pos_weight = _aligned(pos_weight, input.shape, op, 'pos_weight', input.dtype)
     loss = BinaryCrossEntropyWithLogits.apply(input, target, pos_weight)
-    if weight is not None: loss = loss * _aligned(weight, loss.shape, op, 'weight')
+    if weight is not None: loss = loss * _aligned(weight, loss.shape, op, 'weight', loss.dtype)
     return _reduce(loss, reduction)
 
 # %% ../../nbs/24_loss.ipynb #556dd4f6
@@ -311,6 +312,8 @@ def soft_margin_loss(input:Tensor, # scores, any shape
                      size_average=None, reduce=None, reduction:str='mean'):
     "log(1 + exp(-target * input)), computed without overflow; reduced."
     reduction = _reduction(reduction, size_average, reduce)
+    if isinstance(input, Tensor) and isinstance(target, Tensor) and target.dtype.kind == 'f' and target.dtype != input.dtype:
+        target = target.to(input.dtype)   # the loss has the input's dtype, as PyTorch's
     input, target = _matched(input, target, 'soft_margin_loss')
     return _reduce(_Softplus.apply(-(target * input)), reduction)
 
